@@ -34,3 +34,56 @@ missing_binaries() {
     [ -x "$dir/$b" ] || printf '%s\n' "$b"
   done
 }
+
+# pid_alive PIDFILE NAME: the pid in PIDFILE runs the program NAME (so a
+# recycled pid or a zombie does not count).
+pid_alive() {
+  local pid argv0
+  [ -f "$1" ] || return 1
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  argv0=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -n 1) || return 1
+  [ "${argv0##*/}" = "$2" ]
+}
+
+# port_in_use PORT: some TCP socket on this machine uses PORT locally.
+port_in_use() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v h="$hex" 'NR > 1 { split($2, a, ":"); if (a[2] == h) found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# random_port: a port below the kernel's ephemeral range (so outgoing
+# connections never hold it), at or above 10000.
+random_port() {
+  local lo=10000 hi=32768 eph
+  eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$eph" -gt $((lo + 1000)) ] && hi=$eph
+  echo $((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
+}
+
+CLUSTER_PROCESSES=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+
+# stop_cluster DATADIR: SIGTERM every process of the cluster (by pid file),
+# wait up to 10 s, then SIGKILL what is left.
+stop_cluster() {
+  local data=$1 p pid pids=() deadline
+  for p in "${CLUSTER_PROCESSES[@]}"; do
+    if pid_alive "$data/$p.pid" "$p"; then
+      pid=$(cat "$data/$p.pid")
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$p:$pid")
+    fi
+  done
+  deadline=$(($(date +%s) + 10))
+  for entry in "${pids[@]}"; do
+    p=${entry%%:*}
+    while pid_alive "$data/$p.pid" "$p" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
+    if pid_alive "$data/$p.pid" "$p"; then
+      log "$p (pid ${entry#*:}) did not stop; killing it"
+      kill -KILL "${entry#*:}" 2>/dev/null || true
+    fi
+  done
+  rm -f "$data"/*.pid
+}
