@@ -1,0 +1,152 @@
+//! The kwok provider: a synthetic catalog whose "instances" are Node objects
+//! created through the Kubernetes API, which kwok then keeps Ready. It is what
+//! end-to-end and scale tests use when no cloud is involved.
+//!
+//! Capabilities it needs: HTTP to the cluster's API server (allowed hosts), the
+//! cluster view (endpoint), and a bearer token granted as a secret (setting
+//! `TOKEN_SECRET`, default `kube/token`).
+
+mod catalog;
+mod nodes;
+
+use karpenter_plugin_sdk::prelude::*;
+use karpenter_plugin_sdk::requirements::single_value;
+
+pub const GROUP: &str = "karpenter.kwok.sh";
+pub const PROVIDER_ID_SCHEME: &str = "kwok";
+
+struct Kwok;
+
+impl Guest for Kwok {
+    fn metadata() -> ProviderMetadata {
+        ProviderMetadata {
+            name: "kwok".into(),
+            provider_id_schemes: vec![PROVIDER_ID_SCHEME.into()],
+            node_classes: vec![NodeClassKind {
+                group: GROUP.into(),
+                version: "v1alpha1".into(),
+                kind: "KWOKNodeClass".into(),
+                plural: "kwoknodeclasses".into(),
+                short_names: vec![],
+                schema: include_str!("nodeclass.schema.json").into(),
+            }],
+        }
+    }
+
+    fn validate_node_class(_node_class: NodeClass) -> Result<NodeClassStatus, Error> {
+        Ok(NodeClassStatus {
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: ConditionStatus::True,
+                reason: "Ready".into(),
+                message: String::new(),
+            }],
+            resolved: "{}".into(),
+        })
+    }
+
+    fn get_instance_types(_pool: NodePool, _class: NodeClass) -> Result<Vec<InstanceType>, Error> {
+        let unavailable = unavailable_offerings();
+        let is_unavailable = |key: &str| unavailable.binary_search_by(|k| k.as_str().cmp(key)).is_ok();
+        Ok(catalog::shapes().iter().map(|s| catalog::instance_type(s, &is_unavailable)).collect())
+    }
+
+    fn create(claim: NodeClaim, _class: NodeClass) -> Result<Instance, Error> {
+        if let Some(existing) = nodes::get(&claim.name)? {
+            return Ok(existing);
+        }
+        let types = Self::get_instance_types(empty_pool(), empty_class())?;
+        let (it, offering) = cheapest_offering(&claim, &types).ok_or_else(|| {
+            insufficient_capacity(format!("no available offering satisfies nodeclaim {}", claim.name), vec![])
+        })?;
+        // Offerings configured as out of capacity fail here, as a cloud would,
+        // and are remembered as unavailable so the next batch picks another.
+        if simulated_out_of_capacity(&it.name, &offering.zone, &offering.capacity_type) {
+            let key = catalog::unavailable_key(&it.name, &offering.zone, &offering.capacity_type);
+            cache::set(&key, b"", 180);
+            return Err(insufficient_capacity(
+                format!("{} in {} ({}) is out of capacity", it.name, offering.zone, offering.capacity_type),
+                vec![OfferingRef {
+                    instance_type: it.name.clone(),
+                    zone: offering.zone.clone(),
+                    capacity_type: offering.capacity_type.clone(),
+                }],
+            ));
+        }
+        let mut node_labels: Vec<(String, String)> = it
+            .requirements
+            .iter()
+            .filter_map(|r| single_value(it, &r.key).map(|v| (r.key.clone(), v.to_string())))
+            .collect();
+        node_labels.retain(|(k, _)| k != labels::ZONE && k != labels::CAPACITY_TYPE);
+        node_labels.push((labels::ZONE.into(), offering.zone.clone()));
+        node_labels.push((labels::CAPACITY_TYPE.into(), offering.capacity_type.clone()));
+        node_labels.push((labels::NODE_POOL.into(), claim.node_pool.clone()));
+        node_labels.push((labels::HOSTNAME.into(), claim.name.clone()));
+        node_labels.extend(claim.labels.iter().cloned());
+        nodes::create(&claim, it, node_labels)
+    }
+
+    fn delete(claim: NodeClaim) -> Result<(), Error> {
+        let name = match &claim.provider_id {
+            Some(id) => nodes::name_from_provider_id(id)?,
+            None => claim.name.clone(),
+        };
+        nodes::delete(&name)
+    }
+
+    fn get(provider_id: String) -> Result<Instance, Error> {
+        let name = nodes::name_from_provider_id(&provider_id)?;
+        nodes::get(&name)?.ok_or_else(|| not_found(format!("node {name} does not exist")))
+    }
+
+    fn list_instances() -> Result<Vec<Instance>, Error> {
+        nodes::list()
+    }
+
+    fn is_drifted(_claim: NodeClaim, _class: NodeClass) -> Result<Option<String>, Error> {
+        Ok(None)
+    }
+
+    fn repair_policies() -> Vec<RepairPolicy> {
+        vec![RepairPolicy {
+            condition_type: "Ready".into(),
+            condition_status: ConditionStatus::False,
+            toleration_seconds: 30 * 60,
+        }]
+    }
+}
+
+fn unavailable_offerings() -> Vec<String> {
+    cache::keys("unavailable/")
+}
+
+/// The setting OUT_OF_CAPACITY lists offerings (`type/zone/capacity-type`,
+/// comma separated) whose launches fail with insufficient capacity.
+fn simulated_out_of_capacity(instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+    let wanted = format!("{instance_type}/{zone}/{capacity_type}");
+    config::get_setting("OUT_OF_CAPACITY")
+        .is_some_and(|list| list.split(',').any(|item| item.trim() == wanted))
+}
+
+fn empty_pool() -> NodePool {
+    NodePool {
+        name: String::new(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![],
+        node_class_ref: karpenter_plugin_sdk::bindings::karpenter::provider::types::NodeClassRef {
+            group: GROUP.into(),
+            kind: "KWOKNodeClass".into(),
+            name: String::new(),
+        },
+    }
+}
+
+fn empty_class() -> NodeClass {
+    NodeClass { name: String::new(), generation: 0, json: "{}".into() }
+}
+
+karpenter_plugin_sdk::export!(Kwok);

@@ -1,0 +1,51 @@
+//! The Rust SDK for karpenter provider plugins.
+//!
+//! A provider is a WebAssembly component implementing the `provider-plugin`
+//! world of `wit/v0.1.0/provider.wit`. This crate holds the generated bindings
+//! plus the helpers most providers need, so a provider is mostly its own cloud
+//! logic:
+//!
+//! ```ignore
+//! use karpenter_plugin_sdk::prelude::*;
+//! struct MyCloud;
+//! impl Guest for MyCloud { /* metadata, get_instance_types, create, ... */ }
+//! karpenter_plugin_sdk::export!(MyCloud);
+//! ```
+//!
+//! Build with `cargo build --target wasm32-wasip2 --profile plugin`.
+
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/v0.1.0",
+        world: "provider-plugin",
+        generate_all,
+        pub_export_macro: true,
+        default_bindings_module: "karpenter_plugin_sdk::bindings",
+    });
+}
+
+pub mod errors;
+pub mod http;
+pub mod labels;
+pub mod log;
+pub mod requirements;
+pub mod resources;
+
+pub use bindings::export;
+pub use serde_json;
+
+/// Everything a provider implementation usually needs in scope.
+pub mod prelude {
+    pub use crate::bindings::exports::karpenter::provider::provider::Guest;
+    pub use crate::bindings::karpenter::provider::types::{
+        Condition, ConditionStatus, CreateError, Error, Instance, InstanceState, InstanceType,
+        InsufficientCapacity, NodeClaim, NodeClass, NodeClassKind, NodeClassStatus, NodePool,
+        Offering, OfferingRef, Operator, OtherError, Overhead, ProviderMetadata, RepairPolicy,
+        Requirement, Taint, TaintEffect,
+    };
+    pub use crate::bindings::karpenter::provider::{cache, cluster, config, tokens};
+    pub use crate::errors::*;
+    pub use crate::labels;
+    pub use crate::requirements::{cheapest_offering, label_allowed};
+    pub use crate::resources::*;
+}
