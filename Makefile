@@ -1,0 +1,25 @@
+# Plugins are WebAssembly components built for wasm32-wasip2 with the size-
+# optimized `plugin` profile; each lands in target/plugins/<name>.wasm.
+PLUGINS := kwok
+TEST_PLUGINS := misbehave
+CARGO ?= cargo
+WASM_DIR := target/wasm32-wasip2/plugin
+
+.PHONY: plugins test-plugins all test
+
+plugins:
+	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(PLUGINS),-p karpenter-plugin-$(p))
+	@mkdir -p target/plugins
+	@for p in $(PLUGINS); do cp $(WASM_DIR)/karpenter_plugin_$$p.wasm target/plugins/$$p.wasm; \
+	  printf '%-12s %8d bytes\n' $$p $$(stat -c %s target/plugins/$$p.wasm); done
+
+test-plugins:
+	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(TEST_PLUGINS),-p karpenter-plugin-$(p))
+	@mkdir -p target/test-plugins
+	@for p in $(TEST_PLUGINS); do cp $(WASM_DIR)/karpenter_plugin_$$p.wasm target/test-plugins/$$p.wasm; done
+
+all: plugins test-plugins
+	$(CARGO) build --release -p karpenter-host
+
+test: plugins test-plugins
+	.ci/run

@@ -1,0 +1,5 @@
+//! Benchmarks behind `karpenter bench`: the figures the project promises,
+//! measured the same way every time.
+
+pub mod plugins;
+pub mod slow_server;

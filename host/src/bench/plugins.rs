@@ -1,0 +1,165 @@
+//! `karpenter bench plugins`: what the plugin runtime costs. Sizes, load from
+//! the precompiled cache, a trivial call, get-instance-types of the kwok
+//! catalog, and many concurrent creates that each wait on HTTP.
+
+use crate::plugins::capabilities::cluster::ClusterView;
+use crate::plugins::capabilities::secrets::SecretStore;
+use crate::plugins::{PluginConfig, Runtime, RuntimeOptions, wit};
+use anyhow::Context;
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub sizes: Vec<(String, u64)>,
+    pub compile_ms: f64,
+    pub load_precompiled_ms: f64,
+    pub trivial_call_us: f64,
+    pub instance_types: usize,
+    pub get_instance_types_us: f64,
+    pub concurrent_creates: usize,
+    pub create_http_wait_s: f64,
+    pub concurrent_creates_total_s: f64,
+}
+
+pub struct Options<'a> {
+    /// Directory of built plugins (`make plugins`): kwok.wasm at least.
+    pub plugins_dir: &'a Path,
+    pub creates: usize,
+    pub http_wait: Duration,
+}
+
+pub async fn run(opts: Options<'_>) -> anyhow::Result<Report> {
+    let mut sizes = Vec::new();
+    let dir = Dir::open_ambient_dir(opts.plugins_dir, ambient_authority())
+        .with_context(|| format!("opening {} (run `make plugins` first)", opts.plugins_dir.display()))?;
+    for entry in dir.entries()? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".wasm") {
+            sizes.push((stem.to_string(), entry.metadata()?.len()));
+        }
+    }
+    sizes.sort();
+    let kwok = dir.read("kwok.wasm").context("kwok.wasm")?;
+
+    // A scratch area: the precompiled cache and the granted token.
+    let scratch = std::env::temp_dir().join(format!("karpenter-bench-{}", std::process::id()));
+    std::fs::create_dir_all(scratch.join("precompiled"))?;
+    std::fs::create_dir_all(scratch.join("secrets/kube"))?;
+    std::fs::write(scratch.join("secrets/kube/token"), "bench-token")?;
+    let result = measure(&kwok, &scratch, &opts, sizes).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+async fn measure(kwok: &[u8], scratch: &Path, opts: &Options<'_>, sizes: Vec<(String, u64)>) -> anyhow::Result<Report> {
+    let server = super::slow_server::start(opts.http_wait).await?;
+    let endpoint = format!("http://{server}");
+    let runtime = Runtime::new(RuntimeOptions {
+        precompiled: Some(Dir::open_ambient_dir(scratch.join("precompiled"), ambient_authority())?),
+        secrets: SecretStore::new(Dir::open_ambient_dir(scratch.join("secrets"), ambient_authority())?),
+        cluster: Arc::new(ClusterView::new("bench", &endpoint, "")),
+        ..RuntimeOptions::default()
+    })?;
+    let config = PluginConfig {
+        allowed_hosts: vec![endpoint.clone()],
+        secrets: vec!["kube/token".into()],
+        ..PluginConfig::default()
+    };
+
+    // The first load compiles and fills the cache; later ones deserialize.
+    let t = Instant::now();
+    let plugin = runtime.load("kwok", kwok, config.clone()).await?;
+    let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+    let loads = 20;
+    let t = Instant::now();
+    for _ in 0..loads {
+        runtime.load("kwok", kwok, config.clone()).await?;
+    }
+    let load_precompiled_ms = t.elapsed().as_secs_f64() * 1e3 / loads as f64;
+
+    let calls = 20_000;
+    plugin.repair_policies().await?;
+    let t = Instant::now();
+    for _ in 0..calls {
+        plugin.repair_policies().await?;
+    }
+    let trivial_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+
+    let pool = wit::NodePool {
+        name: "default".into(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![],
+        node_class_ref: wit::NodeClassRef { group: "karpenter.kwok.sh".into(), kind: "KWOKNodeClass".into(), name: "default".into() },
+    };
+    let class = wit::NodeClass { name: "default".into(), generation: 1, json: "{}".into() };
+    let instance_types = plugin.get_instance_types(&pool, &class).await?.len();
+    let rounds = 500;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        plugin.get_instance_types(&pool, &class).await?;
+    }
+    let get_instance_types_us = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+
+    let plugin = Arc::new(plugin);
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..opts.creates)
+        .map(|i| {
+            let plugin = plugin.clone();
+            let claim = claim(&format!("bench-{i}"), &pool.node_class_ref);
+            let class = class.clone();
+            tokio::spawn(async move { plugin.create(&claim, &class).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    let concurrent_creates_total_s = t.elapsed().as_secs_f64();
+
+    Ok(Report {
+        sizes,
+        compile_ms,
+        load_precompiled_ms,
+        trivial_call_us,
+        instance_types,
+        get_instance_types_us,
+        concurrent_creates: opts.creates,
+        create_http_wait_s: opts.http_wait.as_secs_f64(),
+        concurrent_creates_total_s,
+    })
+}
+
+fn claim(name: &str, class: &wit::NodeClassRef) -> wit::NodeClaim {
+    let req = |key: &str, values: &[&str]| wit::Requirement {
+        key: key.into(),
+        operator: wit::Operator::In,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    };
+    wit::NodeClaim {
+        name: name.into(),
+        node_pool: "default".into(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![
+            req("kubernetes.io/arch", &["amd64"]),
+            req("kubernetes.io/os", &["linux"]),
+            req("karpenter.sh/capacity-type", &["on-demand"]),
+        ],
+        resource_requests: vec![("cpu".into(), "1".into())],
+        node_class_ref: class.clone(),
+        provider_id: None,
+        image_id: None,
+        kubelet_version: None,
+    }
+}

@@ -1,0 +1,57 @@
+//! `karpenter bench`: print the figures of the engine and the plugin runtime.
+
+use super::Output;
+use crate::bench;
+use clap::Subcommand;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Plugin runtime: sizes, load, call overhead, concurrent creates.
+    Plugins {
+        #[arg(long, default_value = "target/plugins")]
+        plugins_dir: PathBuf,
+        /// Concurrent create calls, each waiting on HTTP.
+        #[arg(long, default_value_t = 100)]
+        creates: usize,
+        /// How long each create's HTTP call takes, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        http_wait_ms: u64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        BenchCommand::Plugins { plugins_dir, creates, http_wait_ms, output } => {
+            let report = bench::plugins::run(bench::plugins::Options {
+                plugins_dir: &plugins_dir,
+                creates,
+                http_wait: Duration::from_millis(http_wait_ms),
+            })
+            .await?;
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            for (name, size) in &report.sizes {
+                println!("plugin size {name:<24} {size:>9} bytes ({:.0} KiB)", *size as f64 / 1024.0);
+            }
+            println!("first load (compile)             {:>9.2} ms", report.compile_ms);
+            println!("load from precompiled cache      {:>9.2} ms", report.load_precompiled_ms);
+            println!("trivial call (warm instance)     {:>9.2} us", report.trivial_call_us);
+            println!(
+                "get-instance-types ({} types)   {:>9.1} us",
+                report.instance_types, report.get_instance_types_us
+            );
+            println!(
+                "{} concurrent creates, {:.1} s HTTP each: {:.2} s in total",
+                report.concurrent_creates, report.create_http_wait_s, report.concurrent_creates_total_s
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

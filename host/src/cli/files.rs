@@ -1,0 +1,44 @@
+//! Reading the files named on the command line, and the host's cache
+//! directory.
+
+use anyhow::Context;
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use std::path::{Path, PathBuf};
+
+/// The directory holding `path` as a capability, and the file's name in it.
+pub fn open_parent(path: &Path) -> anyhow::Result<(Dir, String)> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let dir = Dir::open_ambient_dir(&parent, ambient_authority())
+        .with_context(|| format!("opening directory {}", parent.display()))?;
+    Ok((dir, name))
+}
+
+pub fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let (dir, name) = open_parent(path)?;
+    dir.read(&name).with_context(|| format!("reading {}", path.display()))
+}
+
+pub fn read_to_string(path: &Path) -> anyhow::Result<String> {
+    let (dir, name) = open_parent(path)?;
+    dir.read_to_string(&name).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `$XDG_CACHE_HOME/karpenter-wasm` (or `~/.cache/karpenter-wasm`), created
+/// if missing; None when there is no home to put it in.
+pub fn cache_dir() -> Option<Dir> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let path = base.join("karpenter-wasm");
+    std::fs::create_dir_all(&path).ok()?;
+    Dir::open_ambient_dir(&path, ambient_authority()).ok()
+}

@@ -1,0 +1,71 @@
+//! The subcommands of `karpenter`, one file each. They parse arguments and
+//! wire library code; decisions live in `engine`, effects in the modules they
+//! call.
+
+pub mod bench;
+pub mod files;
+pub mod plugin;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "karpenter", version, about = "A Karpenter-compatible node autoscaler whose cloud providers are WebAssembly plugins")]
+pub struct Cli {
+    /// Log level filter (RUST_LOG syntax), e.g. info or karpenter=debug.
+    #[arg(long, global = true, env = "LOG_LEVEL", default_value = "warn")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect and call provider plugins.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
+    /// Benchmarks of the engine and the plugin runtime.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+pub fn init_logging(cli: &Cli) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Plugin(cmd) => plugin::run(cmd).await,
+        Command::Bench(cmd) => bench::run(cmd).await,
+    }
+}
+
+/// Writes a command's output to stdout; a closed pipe (`| head`) ends it
+/// quietly instead of panicking.
+pub fn print(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"));
+}

@@ -1,0 +1,166 @@
+//! `karpenter plugin inspect|call`: look into a plugin and call it by hand.
+
+use super::{Output, files};
+use crate::crds::NodePool;
+use crate::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, inspect, objects, wit};
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Print a plugin's name, contract version, NodeClass kinds, imported
+    /// capabilities and size.
+    Inspect {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Call one function of a plugin and print its result as JSON.
+    Call(CallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    pub file: PathBuf,
+    #[arg(value_enum)]
+    pub function: Function,
+    /// The NodeClass object (YAML or JSON).
+    #[arg(long)]
+    pub node_class: Option<PathBuf>,
+    /// The NodePool object (YAML or JSON); a minimal one when omitted.
+    #[arg(long)]
+    pub node_pool: Option<PathBuf>,
+    /// The plugin's configuration; `<file>.yaml` beside the plugin when omitted.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Function {
+    Metadata,
+    ValidateNodeClass,
+    GetInstanceTypes,
+    ListInstances,
+    RepairPolicies,
+}
+
+pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PluginCommand::Inspect { file, output } => inspect_cmd(&file, output).await,
+        PluginCommand::Call(args) => call_cmd(args).await,
+    }
+}
+
+/// Loads one plugin file with its configuration, using the host's
+/// precompiled cache.
+pub async fn load_file(file: &Path, config: Option<&Path>) -> anyhow::Result<(Arc<Runtime>, Plugin)> {
+    let wasm = files::read(file)?;
+    let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
+    let config_path = config.map(Path::to_path_buf).unwrap_or_else(|| file.with_extension("yaml"));
+    let config = match files::read_to_string(&config_path) {
+        Ok(text) => PluginConfig::from_yaml(&text).with_context(|| format!("{}", config_path.display()))?,
+        Err(_) if config.is_none() => PluginConfig::default(),
+        Err(e) => return Err(e),
+    };
+    let precompiled = files::cache_dir().and_then(|d| {
+        d.create_dir_all("precompiled").ok()?;
+        d.open_dir("precompiled").ok()
+    });
+    let runtime = Runtime::new(RuntimeOptions { precompiled, ..RuntimeOptions::default() })?;
+    let plugin = runtime.load(&name, &wasm, config).await?;
+    Ok((runtime, plugin))
+}
+
+async fn inspect_cmd(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
+    let (runtime, plugin) = load_file(file, None).await?;
+    let imports = inspect::imports(runtime.engine(), plugin.component());
+    let report = serde_json::json!({
+        "name": plugin.metadata.name,
+        "contract": format!("karpenter:provider@{}", plugin.contract_version),
+        "size": plugin.size,
+        "sha256": plugin.sha256,
+        "providerIdSchemes": plugin.metadata.provider_id_schemes,
+        "nodeClasses": plugin.metadata.node_classes.iter().map(|k| serde_json::json!({
+            "group": k.group, "version": k.version, "kind": k.kind, "plural": k.plural,
+        })).collect::<Vec<_>>(),
+        "imports": imports,
+    });
+    if output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("name:          {}", plugin.metadata.name);
+    println!("contract:      karpenter:provider@{}", plugin.contract_version);
+    println!("size:          {} bytes ({:.0} KiB)", plugin.size, plugin.size as f64 / 1024.0);
+    println!("sha256:        {}", plugin.sha256);
+    println!("provider IDs:  {}", plugin.metadata.provider_id_schemes.iter().map(|s| format!("{s}://")).collect::<Vec<_>>().join(", "));
+    for k in &plugin.metadata.node_classes {
+        println!("node class:    {}/{} {} ({})", k.group, k.version, k.kind, k.plural);
+    }
+    println!("capabilities:");
+    for name in imports.iter().filter(|n| n.starts_with("karpenter:") || n.starts_with("wasi:http/")) {
+        println!("  {name}");
+    }
+    let wasi: Vec<&String> = imports.iter().filter(|n| n.starts_with("wasi:") && !n.starts_with("wasi:http/")).collect();
+    if !wasi.is_empty() {
+        println!("wasi (sandboxed: no files, environment or sockets):");
+        for name in wasi {
+            println!("  {name}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
+    let (_runtime, plugin) = load_file(&args.file, args.config.as_deref()).await?;
+    let node_class = match &args.node_class {
+        Some(path) => objects::node_class(&read_object(path)?)?,
+        None => wit::NodeClass { name: "default".into(), generation: 1, json: "{}".into() },
+    };
+    let value = match args.function {
+        Function::Metadata => serde_json::to_value(plugin.metadata_call().await?)?,
+        Function::ValidateNodeClass => serde_json::to_value(plugin.validate_node_class(&node_class).await?)?,
+        Function::GetInstanceTypes => {
+            let pool = match &args.node_pool {
+                Some(path) => {
+                    let np: NodePool = serde_json::from_value(read_object(path)?).context("parsing the NodePool")?;
+                    objects::node_pool(&np)?
+                }
+                None => default_pool(&plugin, &node_class),
+            };
+            serde_json::to_value(plugin.get_instance_types(&pool, &node_class).await?)?
+        }
+        Function::ListInstances => serde_json::to_value(plugin.list().await?)?,
+        Function::RepairPolicies => serde_json::to_value(plugin.repair_policies().await?)?,
+    };
+    super::print(&serde_json::to_string_pretty(&value)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn default_pool(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodePool {
+    let kind = plugin.metadata.node_classes.first();
+    wit::NodePool {
+        name: "default".into(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![],
+        node_class_ref: wit::NodeClassRef {
+            group: kind.map(|k| k.group.clone()).unwrap_or_default(),
+            kind: kind.map(|k| k.kind.clone()).unwrap_or_default(),
+            name: class.name.clone(),
+        },
+    }
+}
+
+/// One Kubernetes object from a YAML or JSON file.
+pub fn read_object(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let text = files::read_to_string(path)?;
+    let value: serde_json::Value =
+        serde_yaml::from_str(&text).with_context(|| format!("{} is not YAML or JSON", path.display()))?;
+    Ok(value)
+}

@@ -1,0 +1,8 @@
+//! The karpenter controller: the imperative shell around the pure `engine`.
+//! It watches Kubernetes, runs provider plugins in wasmtime, and carries out
+//! the engine's plans.
+
+pub mod bench;
+pub mod cli;
+pub mod crds;
+pub mod plugins;

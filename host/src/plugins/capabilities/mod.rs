@@ -1,0 +1,24 @@
+//! The host capabilities a plugin may import, one module each. Every one is
+//! granted per plugin: what was not granted answers with a denial.
+
+pub mod cache;
+pub mod cluster;
+pub mod config;
+pub mod log;
+pub mod secrets;
+pub mod tokens;
+
+use std::sync::Arc;
+
+use super::config::PluginConfig;
+
+/// What one plugin was granted, shared by all its instances.
+#[derive(Clone)]
+pub struct Capabilities {
+    pub plugin: Arc<str>,
+    pub config: Arc<PluginConfig>,
+    pub secrets: Arc<secrets::SecretStore>,
+    pub tokens: Arc<dyn tokens::TokenSource>,
+    pub cache: Arc<cache::KvCache>,
+    pub cluster: Arc<cluster::ClusterView>,
+}

@@ -1,0 +1,110 @@
+//! Per-plugin configuration: what the operator grants a plugin.
+//!
+//! It sits next to the plugin as `<name>.yaml` (a key of the same ConfigMap in
+//! production). Everything not granted is denied.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::allowlist::AllowList;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginConfig {
+    /// `scheme://host[:port]` entries the plugin may send HTTP requests to.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Authorities (`host:port`) spoken to in cleartext HTTP/2 (h2c) by prior
+    /// knowledge, for gRPC endpoints without TLS such as local emulators.
+    #[serde(default)]
+    pub h2c_hosts: Vec<String>,
+    /// Secrets the plugin may read, as paths under the host's secrets
+    /// directory: `<secret>/<key>`.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// Free-form settings, e.g. LOCATION or ARM_RESOURCE_GROUP.
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    /// Whether the plugin may ask the host's token source for access tokens.
+    #[serde(default)]
+    pub tokens: bool,
+    /// Linear memory cap per instance.
+    #[serde(default = "default_memory_mib")]
+    pub memory_mib: u64,
+    /// CPU time one call may spend running guest code (waiting on HTTP does
+    /// not count).
+    #[serde(default = "default_cpu_ms")]
+    pub cpu_ms: u64,
+    /// Wall-clock limit of one call, waits included: a VM create polls for
+    /// minutes.
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout_seconds: u64,
+}
+
+fn default_memory_mib() -> u64 {
+    128
+}
+fn default_cpu_ms() -> u64 {
+    2_000
+}
+fn default_call_timeout() -> u64 {
+    900
+}
+
+impl Default for PluginConfig {
+    fn default() -> Self {
+        PluginConfig {
+            allowed_hosts: Vec::new(),
+            h2c_hosts: Vec::new(),
+            secrets: Vec::new(),
+            settings: BTreeMap::new(),
+            tokens: false,
+            memory_mib: default_memory_mib(),
+            cpu_ms: default_cpu_ms(),
+            call_timeout_seconds: default_call_timeout(),
+        }
+    }
+}
+
+impl PluginConfig {
+    pub fn from_yaml(text: &str) -> anyhow::Result<Self> {
+        let config: PluginConfig = serde_yaml::from_str(text)?;
+        config.allow_list()?;
+        anyhow::ensure!(config.memory_mib >= 1, "memoryMib must be at least 1");
+        anyhow::ensure!(config.cpu_ms >= 1, "cpuMs must be at least 1");
+        Ok(config)
+    }
+
+    pub fn allow_list(&self) -> anyhow::Result<AllowList> {
+        AllowList::parse(&self.allowed_hosts)
+    }
+
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_secs(self.call_timeout_seconds)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        usize::try_from(self.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_config_and_rejects_unknown_keys() {
+        let c = PluginConfig::from_yaml(
+            "allowedHosts: [\"https://management.azure.com\"]\nsecrets: [azure/token]\nsettings: {LOCATION: westus3}\nmemoryMib: 64\n",
+        )
+        .expect("valid");
+        assert_eq!(c.memory_mib, 64);
+        assert_eq!(c.settings["LOCATION"], "westus3");
+        assert_eq!(c.cpu_ms, 2000);
+        let err = PluginConfig::from_yaml("allowedHost: []").expect_err("typo");
+        assert!(err.to_string().contains("unknown field `allowedHost`"), "{err}");
+        let err = PluginConfig::from_yaml("allowedHosts: [\"*\"]").expect_err("bare wildcard");
+        assert!(err.to_string().contains("bare"), "{err}");
+    }
+}

@@ -1,0 +1,74 @@
+//! Kubernetes objects into the contract's records.
+
+use super::bindings::wit;
+use crate::crds::NodePool;
+use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Taint;
+
+pub fn operator(op: &str) -> anyhow::Result<wit::Operator> {
+    Ok(match op {
+        "In" => wit::Operator::In,
+        "NotIn" => wit::Operator::NotIn,
+        "Exists" => wit::Operator::Exists,
+        "DoesNotExist" => wit::Operator::DoesNotExist,
+        "Gt" => wit::Operator::Gt,
+        "Lt" => wit::Operator::Lt,
+        "Gte" => wit::Operator::Gte,
+        "Lte" => wit::Operator::Lte,
+        other => bail!("unknown operator {other:?}"),
+    })
+}
+
+pub fn requirement(r: &NodeSelectorRequirementWithMinValues) -> anyhow::Result<wit::Requirement> {
+    Ok(wit::Requirement {
+        key: r.key.clone(),
+        operator: operator(&r.operator).with_context(|| format!("requirement {}", r.key))?,
+        values: r.values.clone(),
+        min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
+    })
+}
+
+pub fn taint(t: &Taint) -> anyhow::Result<wit::Taint> {
+    let effect = match t.effect.as_str() {
+        "NoSchedule" => wit::TaintEffect::NoSchedule,
+        "PreferNoSchedule" => wit::TaintEffect::PreferNoSchedule,
+        "NoExecute" => wit::TaintEffect::NoExecute,
+        other => bail!("taint {}: unknown effect {other:?}", t.key),
+    };
+    Ok(wit::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect })
+}
+
+pub fn node_pool(np: &NodePool) -> anyhow::Result<wit::NodePool> {
+    let name = np.metadata.name.clone().unwrap_or_default();
+    let spec = &np.spec.template.spec;
+    let meta = np.spec.template.metadata.clone().unwrap_or_default();
+    let pairs = |m: &std::collections::BTreeMap<String, String>| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let build = || -> anyhow::Result<wit::NodePool> {
+        Ok(wit::NodePool {
+        name: name.clone(),
+        labels: pairs(&meta.labels),
+        annotations: pairs(&meta.annotations),
+        taints: spec.taints.iter().map(taint).collect::<anyhow::Result<_>>()?,
+        startup_taints: spec.startup_taints.iter().map(taint).collect::<anyhow::Result<_>>()?,
+        requirements: spec.requirements.iter().map(requirement).collect::<anyhow::Result<_>>()?,
+        node_class_ref: wit::NodeClassRef {
+            group: spec.node_class_ref.group.clone(),
+            kind: spec.node_class_ref.kind.clone(),
+            name: spec.node_class_ref.name.clone(),
+        },
+        })
+    };
+    build().with_context(|| format!("nodepool {name}"))
+}
+
+/// A NodeClass object of any kind, as JSON.
+pub fn node_class(object: &serde_json::Value) -> anyhow::Result<wit::NodeClass> {
+    let meta = &object["metadata"];
+    let name = meta["name"].as_str().context("NodeClass has no metadata.name")?.to_string();
+    Ok(wit::NodeClass {
+        name,
+        generation: meta["generation"].as_u64().unwrap_or(1),
+        json: serde_json::to_string(object)?,
+    })
+}

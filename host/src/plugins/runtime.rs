@@ -1,0 +1,142 @@
+//! The wasmtime engine every plugin runs in, its linker with the host
+//! capabilities, and what is shared across plugins.
+
+use super::bindings::v0_1_0;
+use super::capabilities::{Capabilities, cache::KvCache, cluster::ClusterView, secrets::SecretStore, tokens};
+use super::config::PluginConfig;
+use super::http::OutboundHttp;
+use super::metrics::PluginMetrics;
+use super::plugin::Plugin;
+use super::precompiled::PrecompiledCache;
+use super::state::State;
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+/// One epoch tick: the granularity of CPU deadlines.
+pub const TICK: Duration = Duration::from_millis(5);
+
+/// What the host gives every plugin, configured once at start.
+pub struct RuntimeOptions {
+    pub precompiled: Option<cap_std::fs::Dir>,
+    pub secrets: SecretStore,
+    pub tokens: Arc<dyn tokens::TokenSource>,
+    pub cluster: Arc<ClusterView>,
+    /// PEM bundles trusted for outbound HTTPS besides the system roots.
+    pub extra_roots: Vec<Vec<u8>>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            precompiled: None,
+            secrets: SecretStore::none(),
+            tokens: Arc::new(tokens::NoTokenSource),
+            cluster: Arc::new(ClusterView::default()),
+            extra_roots: Vec::new(),
+        }
+    }
+}
+
+pub struct Runtime {
+    pub(super) engine: Engine,
+    pub(super) linker: Linker<State>,
+    pub(super) http: OutboundHttp,
+    pub metrics: Arc<PluginMetrics>,
+    precompiled: Option<PrecompiledCache>,
+    secrets: Arc<SecretStore>,
+    tokens: Arc<dyn tokens::TokenSource>,
+    pub cluster: Arc<ClusterView>,
+    /// Per plugin name, kept across reloads.
+    caches: Mutex<BTreeMap<String, Arc<KvCache>>>,
+}
+
+impl Runtime {
+    pub fn new(options: RuntimeOptions) -> anyhow::Result<Arc<Self>> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        start_epoch_ticker(&engine);
+
+        let mut linker: Linker<State> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        use v0_1_0::karpenter::provider as wit;
+        wit::types::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::log::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::config::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::tokens::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::cache::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::cluster::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+
+        let precompiled = match &options.precompiled {
+            Some(dir) => Some(PrecompiledCache::open(dir, &engine)?),
+            None => None,
+        };
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            http: OutboundHttp::new(&options.extra_roots)?,
+            metrics: Arc::new(PluginMetrics::default()),
+            precompiled,
+            secrets: Arc::new(options.secrets),
+            tokens: options.tokens,
+            cluster: options.cluster,
+            caches: Mutex::new(BTreeMap::new()),
+        }))
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compiles (or loads from the precompiled cache) and links a plugin,
+    /// after checking it implements a contract version this host supports.
+    pub async fn load(self: &Arc<Self>, name: &str, wasm: &[u8], config: PluginConfig) -> anyhow::Result<Plugin> {
+        let sha256 = hex::encode(Sha256::digest(wasm));
+        let component = match &self.precompiled {
+            Some(cache) => cache.load(&self.engine, &sha256, wasm)?.0,
+            None => wasmtime::component::Component::new(&self.engine, wasm)?,
+        };
+        let version = super::inspect::contract_version(&self.engine, &component)
+            .with_context(|| format!("plugin {name}"))?;
+        let config = Arc::new(config);
+        let caps = Capabilities {
+            plugin: Arc::from(name),
+            config: config.clone(),
+            secrets: self.secrets.clone(),
+            tokens: self.tokens.clone(),
+            cache: self.cache_for(name),
+            cluster: self.cluster.clone(),
+        };
+        Plugin::new(self.clone(), caps, component, sha256, wasm.len(), version)
+            .await
+            .with_context(|| format!("plugin {name}"))
+    }
+
+    fn cache_for(&self, name: &str) -> Arc<KvCache> {
+        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        caches.entry(name.to_string()).or_default().clone()
+    }
+}
+
+/// Advances the engine's epoch every tick for as long as the engine lives.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        })
+        .map(|_| ())
+        .unwrap_or_else(|e| tracing::error!(error = %e, "cannot start the epoch ticker: plugin CPU deadlines are off"));
+}

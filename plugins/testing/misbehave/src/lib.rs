@@ -1,0 +1,118 @@
+//! A provider that misbehaves on purpose. `metadata` always works (the host
+//! calls it at load); `get-instance-types` does what the MODE setting says:
+//!
+//! - `read-file`: reads /etc/hostname; `read-env`: reads HOME; `socket`: opens
+//!   a TCP connection; `http-denied`: calls a host not on the allow-list —
+//!   each reports what it got as an error message;
+//! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
+//! - `garbage`: returns an instance type with a NaN price and a bad quantity;
+//! - anything else: one valid instance type.
+
+use karpenter_plugin_sdk::http::Request;
+use karpenter_plugin_sdk::prelude::*;
+
+struct Misbehave;
+
+impl Guest for Misbehave {
+    fn metadata() -> ProviderMetadata {
+        ProviderMetadata {
+            name: "misbehave".into(),
+            provider_id_schemes: vec!["misbehave".into()],
+            node_classes: vec![NodeClassKind {
+                group: "test.karpenter.sh".into(),
+                version: "v1".into(),
+                kind: "MisbehaveNodeClass".into(),
+                plural: "misbehavenodeclasses".into(),
+                short_names: vec![],
+                schema: r#"{"type":"object"}"#.into(),
+            }],
+        }
+    }
+
+    fn validate_node_class(_c: NodeClass) -> Result<NodeClassStatus, Error> {
+        Err(fatal("not implemented"))
+    }
+
+    fn get_instance_types(_p: NodePool, _c: NodeClass) -> Result<Vec<InstanceType>, Error> {
+        let mode = config::get_setting("MODE").unwrap_or_default();
+        match mode.as_str() {
+            "read-file" => Err(fatal(format!("read /etc/hostname: {:?}", std::fs::read_to_string("/etc/hostname")))),
+            "read-env" => Err(fatal(format!(
+                "HOME={:?}, {} variables visible",
+                std::env::var("HOME"),
+                std::env::vars().count()
+            ))),
+            "socket" => Err(fatal(format!("connect: {:?}", std::net::TcpStream::connect("127.0.0.1:80").map(|_| ())))),
+            "http-denied" => match Request::get("https://example.com/").send() {
+                Ok(r) => Ok(vec![one(r.status as f64)]),
+                Err(e) => Err(fatal(e.to_string())),
+            },
+            "loop" => {
+                let mut i: u64 = 0;
+                loop {
+                    i = std::hint::black_box(i.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let v = vec![1u8; 1 << 30];
+                Ok(vec![one(std::hint::black_box(&v).len() as f64)])
+            }
+            "panic" => panic!("the plugin panicked on purpose"),
+            "garbage" => {
+                let mut it = one(f64::NAN);
+                it.capacity.push(("memory".into(), "lots".into()));
+                Ok(vec![it])
+            }
+            _ => Ok(vec![one(0.1)]),
+        }
+    }
+
+    fn create(_c: NodeClaim, _n: NodeClass) -> Result<Instance, Error> {
+        Err(fatal("not implemented"))
+    }
+
+    fn delete(_c: NodeClaim) -> Result<(), Error> {
+        Err(not_found("nothing exists"))
+    }
+
+    fn get(id: String) -> Result<Instance, Error> {
+        Err(not_found(id))
+    }
+
+    fn list_instances() -> Result<Vec<Instance>, Error> {
+        Ok(vec![])
+    }
+
+    fn is_drifted(_c: NodeClaim, _n: NodeClass) -> Result<Option<String>, Error> {
+        Ok(None)
+    }
+
+    fn repair_policies() -> Vec<RepairPolicy> {
+        vec![]
+    }
+}
+
+fn one(price: f64) -> InstanceType {
+    InstanceType {
+        name: "tiny".into(),
+        requirements: vec![
+            req_in(labels::INSTANCE_TYPE, &["tiny"]),
+            req_in(labels::ARCH, &["amd64"]),
+            req_in(labels::OS, &["linux"]),
+            req_in(labels::ZONE, &["z1"]),
+            req_in(labels::CAPACITY_TYPE, &[labels::ON_DEMAND]),
+        ],
+        offerings: vec![Offering {
+            zone: "z1".into(),
+            capacity_type: labels::ON_DEMAND.into(),
+            price,
+            available: true,
+            reservation_capacity: None,
+            requirements: vec![],
+        }],
+        capacity: resources(&[("cpu", "2".into()), ("memory", gib(4)), ("pods", "10".into())]),
+        overhead: Overhead { kube_reserved: vec![], system_reserved: vec![], eviction_threshold: vec![] },
+    }
+}
+
+karpenter_plugin_sdk::export!(Misbehave);
