@@ -1,0 +1,892 @@
+//! Turns a [`Snapshot`] into [`Prepared`]: canonically sorted, interned and
+//! compiled, ready to be scheduled any number of times.
+//!
+//! Architecture Invariant: everything here is sorted before it is interned, so
+//! ids (and every tie broken by them) do not depend on input order.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+use crate::bitset::Bits;
+use crate::intern::{FxHashMap, Interner};
+use crate::labels::{
+    CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, PODS, UNREGISTERED_TAINT, WELL_KNOWN, ZONE,
+};
+use crate::plan::PodRef;
+use crate::requirements::{Reqs, ValueSet};
+use crate::resources::{POD_SLOT, ResourceNames, sub};
+use crate::selector::{Selector, intern_labels, label_value};
+use crate::snapshot::{
+    DaemonSet, HostPort, InstanceType, NodeAffinity, NodeInclusionPolicy, NodeSelectorTerm,
+    Offering, Operator, Options, Pod, PodAffinity, PodAffinityTerm, Snapshot, Taint, Toleration,
+    WhenUnsatisfiable,
+};
+
+/// Allocatable for a resource an instance type or node does not list: `pods`
+/// is then unlimited, everything else zero.
+const UNLIMITED: i64 = i64::MAX / 4;
+
+/// A snapshot compiled for scheduling. Build once with [`Prepared::new`],
+/// then call [`crate::schedule_prepared`] as often as needed.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub(crate) strings: Interner,
+    pub(crate) resources: ResourceNames,
+    pub(crate) options: Options,
+    /// Weight descending, then name.
+    pub(crate) pools: Vec<PoolC>,
+    /// Initialized first, then by name.
+    pub(crate) nodes: Vec<NodeC>,
+    /// Karpenter's order: CPU desc, memory desc, creation, uid.
+    pub(crate) pods: Vec<PodC>,
+    pub(crate) shapes: Vec<ShapeC>,
+    pub(crate) groups: Vec<GroupC>,
+    pub(crate) label_sets: Vec<LabelSetC>,
+    /// Domains of each non-hostname topology key, sorted by name.
+    pub(crate) universes: FxHashMap<u32, Vec<u32>>,
+    pub(crate) domain_index: FxHashMap<(u32, u32), u32>,
+    pub(crate) keys: KeyIds,
+    /// Sorted ids of [`WELL_KNOWN`].
+    pub(crate) well_known: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyIds {
+    pub(crate) hostname: u32,
+    pub(crate) zone: u32,
+    pub(crate) capacity_type: u32,
+    pub(crate) instance_type: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PoolC {
+    pub(crate) name: String,
+    pub(crate) taints: Vec<Taint>,
+    pub(crate) startup_taints: Vec<Taint>,
+    /// Pool requirements, template labels and `karpenter.sh/nodepool`.
+    pub(crate) reqs: Reqs,
+    /// Keys a pod may require even though `reqs` does not mention them.
+    pub(crate) defined: Vec<u32>,
+    /// Cheapest available offering first, then name.
+    pub(crate) types: Vec<TypeC>,
+    /// `types.len() * resources` allocatable amounts.
+    pub(crate) alloc: Vec<i64>,
+    pub(crate) capacity: Vec<i64>,
+    /// Per resource: ascending thresholds and, for each, the types with at
+    /// least that much allocatable.
+    pub(crate) fit: Vec<(Vec<i64>, Vec<Bits>)>,
+    /// Types compatible with `reqs` that have an available compatible offering.
+    pub(crate) base_mask: Bits,
+    pub(crate) daemon_overhead: Vec<i64>,
+    pub(crate) limits: Vec<Option<i64>>,
+    pub(crate) node_limit: Option<i64>,
+    /// Keys that offerings constrain (zone, capacity type, ...), sorted.
+    pub(crate) offering_keys: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct TypeC {
+    pub(crate) name: String,
+    pub(crate) reqs: Reqs,
+    /// Cheapest first.
+    pub(crate) offerings: Vec<OfferingC>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct OfferingC {
+    pub(crate) reqs: Reqs,
+    pub(crate) zone: Option<String>,
+    pub(crate) capacity_type: String,
+    pub(crate) price: f64,
+    pub(crate) available: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct NodeC {
+    pub(crate) name: String,
+    /// Index into [`Prepared::pools`] of a managed node.
+    pub(crate) pool: Option<usize>,
+    /// Counts against the pool's limits.
+    pub(crate) capacity: Vec<i64>,
+    pub(crate) labels: Vec<(u32, u32)>,
+    /// Taints that block scheduling (startup and unregistered taints removed).
+    pub(crate) taints: Vec<Taint>,
+    pub(crate) allocatable: Vec<i64>,
+    pub(crate) used: Vec<i64>,
+    pub(crate) ports: Vec<PortC>,
+    pub(crate) bound: Vec<BoundC>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BoundC {
+    pub(crate) label_set: u32,
+    /// Required anti-affinity groups this pod owns.
+    pub(crate) anti: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PodC {
+    pub(crate) shape: u32,
+    pub(crate) pod_ref: PodRef,
+}
+
+/// Everything about a pod that scheduling looks at; identical pods share one.
+#[derive(Debug, Clone)]
+pub(crate) struct ShapeC {
+    pub(crate) label_set: u32,
+    pub(crate) requests: Vec<i64>,
+    pub(crate) selector_reqs: Reqs,
+    /// ORed required node affinity terms.
+    pub(crate) required_terms: Vec<Reqs>,
+    /// Preferred node affinity terms, heaviest first.
+    pub(crate) preferred_terms: Vec<Reqs>,
+    pub(crate) tolerations: Vec<Toleration>,
+    pub(crate) ports: Vec<PortC>,
+    pub(crate) spread_required: Vec<u32>,
+    pub(crate) spread_anyway: Vec<u32>,
+    pub(crate) affinity_required: Vec<u32>,
+    /// Heaviest first.
+    pub(crate) affinity_preferred: Vec<u32>,
+    pub(crate) anti_required: Vec<u32>,
+    /// Heaviest first.
+    pub(crate) anti_preferred: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum GroupKind {
+    Spread,
+    Affinity,
+    AntiAffinity,
+}
+
+/// Pods that count together for one topology rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct GroupC {
+    pub(crate) kind: GroupKind,
+    pub(crate) key: u32,
+    pub(crate) namespaces: Vec<u32>,
+    pub(crate) selector: Selector,
+    pub(crate) max_skew: i32,
+    pub(crate) min_domains: i32,
+    pub(crate) honor_affinity: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct LabelSetC {
+    pub(crate) namespace: u32,
+    pub(crate) labels: Vec<(u32, u32)>,
+    /// Groups whose selector picks pods with these labels.
+    pub(crate) counted_in: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PortC {
+    port: u16,
+    protocol: String,
+    ip: String,
+}
+
+impl PortC {
+    fn new(p: &HostPort) -> Self {
+        let protocol = if p.protocol.is_empty() { "TCP" } else { &p.protocol };
+        let ip = if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip };
+        PortC {
+            port: p.port,
+            protocol: protocol.to_string(),
+            ip: ip.to_string(),
+        }
+    }
+
+    pub(crate) fn conflicts(&self, other: &PortC) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
+    }
+}
+
+fn cheapest_available(it: &InstanceType) -> f64 {
+    it.offerings
+        .iter()
+        .filter(|o| usable(o))
+        .map(|o| o.price)
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn usable(o: &Offering) -> bool {
+    o.available && o.reservation_capacity != Some(0)
+}
+
+fn pod_cpu_mem(p: &Pod) -> (i64, i64) {
+    let get = |k: &str| p.requests.get(k).copied().unwrap_or(0);
+    (get("cpu"), get("memory"))
+}
+
+/// Karpenter's pod order: CPU desc, memory desc, creation, uid (then name for
+/// a total order).
+fn pod_order(a: &Pod, b: &Pod) -> Ordering {
+    let (ac, am) = pod_cpu_mem(a);
+    let (bc, bm) = pod_cpu_mem(b);
+    bc.cmp(&ac)
+        .then(bm.cmp(&am))
+        .then(a.creation.cmp(&b.creation))
+        .then_with(|| a.uid.cmp(&b.uid))
+        .then_with(|| a.namespace.cmp(&b.namespace))
+        .then_with(|| a.name.cmp(&b.name))
+}
+
+/// The fields of a pod that scheduling reads; equal keys share a [`ShapeC`].
+#[derive(PartialEq, Eq, Hash)]
+struct ShapeKey<'a> {
+    namespace: &'a str,
+    labels: &'a crate::snapshot::Labels,
+    requests: &'a crate::snapshot::ResourceList,
+    node_selector: &'a crate::snapshot::Labels,
+    affinity: &'a crate::snapshot::Affinity,
+    tolerations: &'a [Toleration],
+    host_ports: &'a [HostPort],
+    spread: &'a [crate::snapshot::TopologySpreadConstraint],
+}
+
+impl<'a> ShapeKey<'a> {
+    fn of(p: &'a Pod) -> Self {
+        ShapeKey {
+            namespace: &p.namespace,
+            labels: &p.labels,
+            requests: &p.requests,
+            node_selector: &p.node_selector,
+            affinity: &p.affinity,
+            tolerations: &p.tolerations,
+            host_ports: &p.host_ports,
+            spread: &p.topology_spread_constraints,
+        }
+    }
+}
+
+struct Builder {
+    strings: Interner,
+    groups: Vec<GroupC>,
+    group_ids: FxHashMap<GroupC, u32>,
+    label_sets: Vec<LabelSetC>,
+    label_set_ids: FxHashMap<(u32, Vec<(u32, u32)>), u32>,
+}
+
+impl Builder {
+    fn group(&mut self, g: GroupC) -> u32 {
+        if let Some(&id) = self.group_ids.get(&g) {
+            return id;
+        }
+        let id = self.groups.len() as u32;
+        self.groups.push(g.clone());
+        self.group_ids.insert(g, id);
+        id
+    }
+
+    fn label_set(&mut self, namespace: &str, labels: &crate::snapshot::Labels) -> u32 {
+        let ns = self.strings.intern(namespace);
+        let labels = intern_labels(labels, &mut self.strings);
+        let next = self.label_sets.len() as u32;
+        let id = *self.label_set_ids.entry((ns, labels.clone())).or_insert(next);
+        if id == next {
+            self.label_sets.push(LabelSetC {
+                namespace: ns,
+                labels,
+                counted_in: Vec::new(),
+            });
+        }
+        id
+    }
+
+    fn affinity_group(&mut self, kind: GroupKind, term: &PodAffinityTerm, namespace: &str) -> u32 {
+        let mut namespaces: Vec<u32> = if term.namespaces.is_empty() {
+            vec![self.strings.intern(namespace)]
+        } else {
+            term.namespaces.iter().map(|n| self.strings.intern(n)).collect()
+        };
+        namespaces.sort_unstable();
+        namespaces.dedup();
+        let g = GroupC {
+            kind,
+            key: self.strings.intern(&term.topology_key),
+            namespaces,
+            selector: Selector::compile(term.label_selector.as_ref(), &[], &mut self.strings),
+            max_skew: 0,
+            min_domains: 0,
+            honor_affinity: true,
+        };
+        self.group(g)
+    }
+
+    /// Required and preferred (heaviest first) groups of a pod affinity.
+    fn affinity_groups(
+        &mut self,
+        kind: GroupKind,
+        a: Option<&PodAffinity>,
+        namespace: &str,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let Some(a) = a else {
+            return (Vec::new(), Vec::new());
+        };
+        let required = a
+            .required
+            .iter()
+            .map(|t| self.affinity_group(kind, t, namespace))
+            .collect();
+        let mut preferred: Vec<_> = a.preferred.iter().enumerate().collect();
+        preferred.sort_by_key(|(i, w)| (std::cmp::Reverse(w.weight), *i));
+        let preferred = preferred
+            .into_iter()
+            .map(|(_, w)| self.affinity_group(kind, &w.term, namespace))
+            .collect();
+        (required, preferred)
+    }
+
+    fn term_reqs(&mut self, t: &NodeSelectorTerm) -> Reqs {
+        Reqs::from_api(&t.match_expressions, &mut self.strings)
+    }
+
+    fn shape(&mut self, p: &Pod, resources: &ResourceNames) -> ShapeC {
+        let label_set = self.label_set(&p.namespace, &p.labels);
+        let mut requests = resources.vector(&p.requests);
+        if !p.requests.contains_key(PODS) {
+            requests[POD_SLOT] += 1;
+        }
+        let selector_reqs = self.selector_reqs(&p.node_selector);
+        let na = p.affinity.node_affinity.as_ref();
+        let required_terms = na
+            .map(|a| a.required.iter().map(|t| self.term_reqs(t)).collect())
+            .unwrap_or_default();
+        let preferred_terms = na
+            .map(|a| {
+                let mut pref: Vec<_> = a.preferred.iter().enumerate().collect();
+                pref.sort_by_key(|(i, t)| (std::cmp::Reverse(t.weight), *i));
+                pref.into_iter()
+                    .map(|(_, t)| self.term_reqs(&t.preference))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let pod_labels = intern_labels(&p.labels, &mut self.strings);
+        let mut spread_required = Vec::new();
+        let mut spread_anyway = Vec::new();
+        for c in &p.topology_spread_constraints {
+            let extra: Vec<(u32, u32)> = c
+                .match_label_keys
+                .iter()
+                .filter_map(|k| {
+                    let k = self.strings.intern(k);
+                    label_value(&pod_labels, k).map(|v| (k, v))
+                })
+                .collect();
+            let g = GroupC {
+                kind: GroupKind::Spread,
+                key: self.strings.intern(&c.topology_key),
+                namespaces: vec![self.strings.intern(&p.namespace)],
+                selector: Selector::compile(c.label_selector.as_ref(), &extra, &mut self.strings),
+                max_skew: c.max_skew.max(1),
+                min_domains: c.min_domains.unwrap_or(0),
+                honor_affinity: c.node_affinity_policy == NodeInclusionPolicy::Honor,
+            };
+            let id = self.group(g);
+            match c.when_unsatisfiable {
+                WhenUnsatisfiable::DoNotSchedule => spread_required.push(id),
+                WhenUnsatisfiable::ScheduleAnyway => spread_anyway.push(id),
+            }
+        }
+        let (affinity_required, affinity_preferred) = self.affinity_groups(
+            GroupKind::Affinity,
+            p.affinity.pod_affinity.as_ref(),
+            &p.namespace,
+        );
+        let (anti_required, anti_preferred) = self.affinity_groups(
+            GroupKind::AntiAffinity,
+            p.affinity.pod_anti_affinity.as_ref(),
+            &p.namespace,
+        );
+        ShapeC {
+            label_set,
+            requests,
+            selector_reqs,
+            required_terms,
+            preferred_terms,
+            tolerations: p.tolerations.clone(),
+            ports: p.host_ports.iter().map(PortC::new).collect(),
+            spread_required,
+            spread_anyway,
+            affinity_required,
+            affinity_preferred,
+            anti_required,
+            anti_preferred,
+        }
+    }
+
+    fn selector_reqs(&mut self, sel: &crate::snapshot::Labels) -> Reqs {
+        let mut r = Reqs::default();
+        for (k, v) in sel {
+            let k = self.strings.intern(k);
+            let v = self.strings.intern(v);
+            r.add(k, &ValueSet::single(v), &self.strings);
+        }
+        r
+    }
+
+    /// Requirements a daemonset pod insists on (selector and first required term).
+    fn daemon_reqs(&mut self, ds: &DaemonSet) -> Reqs {
+        let mut r = self.selector_reqs(&ds.node_selector);
+        if let Some(term) = ds
+            .node_affinity
+            .as_ref()
+            .and_then(|a: &NodeAffinity| a.required.first())
+        {
+            let t = self.term_reqs(term);
+            r.add_all(&t, &self.strings);
+        }
+        r
+    }
+}
+
+impl Prepared {
+    pub fn new(snapshot: &Snapshot) -> Prepared {
+        let mut b = Builder {
+            strings: Interner::default(),
+            groups: Vec::new(),
+            group_ids: FxHashMap::default(),
+            label_sets: Vec::new(),
+            label_set_ids: FxHashMap::default(),
+        };
+        let mut well_known: Vec<u32> = WELL_KNOWN.iter().map(|k| b.strings.intern(k)).collect();
+        well_known.sort_unstable();
+        let keys = KeyIds {
+            hostname: b.strings.intern(HOSTNAME),
+            zone: b.strings.intern(ZONE),
+            capacity_type: b.strings.intern(CAPACITY_TYPE),
+            instance_type: b.strings.intern(INSTANCE_TYPE),
+        };
+
+        let resources = ResourceNames::new(
+            snapshot
+                .node_pools
+                .iter()
+                .flat_map(|p| {
+                    std::iter::once(&p.limits).chain(p.instance_types.iter().map(|t| &t.capacity))
+                })
+                .chain(snapshot.nodes.iter().map(|n| &n.allocatable))
+                .chain(snapshot.pods.iter().map(|p| &p.requests))
+                .chain(snapshot.daemon_sets.iter().map(|d| &d.requests)),
+        );
+
+        let mut pools_in: Vec<_> = snapshot.node_pools.iter().collect();
+        pools_in.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        let mut nodes_in: Vec<_> = snapshot.nodes.iter().collect();
+        nodes_in.sort_by(|a, b| {
+            b.initialized
+                .cmp(&a.initialized)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let mut ds_in: Vec<_> = snapshot.daemon_sets.iter().collect();
+        ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let mut pods_in: Vec<_> = snapshot.pods.iter().collect();
+        pods_in.sort_by(|a, b| pod_order(a, b));
+
+        let ds_reqs: Vec<(Reqs, &DaemonSet)> =
+            ds_in.iter().map(|d| (b.daemon_reqs(d), *d)).collect();
+        let pools: Vec<PoolC> = pools_in
+            .iter()
+            .map(|p| build_pool(p, &mut b, &resources, &ds_reqs, &well_known))
+            .collect();
+
+        let nodes: Vec<NodeC> = nodes_in
+            .iter()
+            .map(|n| {
+                let pool_index = n
+                    .node_pool
+                    .as_ref()
+                    .and_then(|name| pools.iter().position(|p| &p.name == name));
+                let pool = pool_index.map(|i| &pools[i]);
+                let taints = n
+                    .taints
+                    .iter()
+                    .filter(|t| t.key != UNREGISTERED_TAINT)
+                    .filter(|t| {
+                        n.initialized
+                            || !pool.is_some_and(|p| {
+                                p.startup_taints
+                                    .iter()
+                                    .any(|s| s.key == t.key && s.effect == t.effect)
+                            })
+                    })
+                    .cloned()
+                    .collect();
+                let mut allocatable = resources.vector(&n.allocatable);
+                if !n.allocatable.contains_key(PODS) {
+                    allocatable[POD_SLOT] = UNLIMITED;
+                }
+                let mut used = vec![0; resources.len()];
+                let mut ports = Vec::new();
+                let mut bound = Vec::new();
+                for bp in &n.pods {
+                    let r = resources.vector(&bp.requests);
+                    crate::resources::add(&mut used, &r);
+                    if !bp.requests.contains_key(PODS) {
+                        used[POD_SLOT] += 1;
+                    }
+                    ports.extend(bp.host_ports.iter().map(PortC::new));
+                    let label_set = b.label_set(&bp.namespace, &bp.labels);
+                    let anti = bp
+                        .pod_anti_affinity
+                        .as_ref()
+                        .map(|a| {
+                            a.required
+                                .iter()
+                                .map(|t| b.affinity_group(GroupKind::AntiAffinity, t, &bp.namespace))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    bound.push(BoundC { label_set, anti });
+                }
+                NodeC {
+                    name: n.name.clone(),
+                    pool: pool_index,
+                    capacity: resources.vector(n.capacity.as_ref().unwrap_or(&n.allocatable)),
+                    labels: intern_labels(&n.labels, &mut b.strings),
+                    taints,
+                    allocatable,
+                    used,
+                    ports,
+                    bound,
+                }
+            })
+            .collect();
+
+        let mut shapes = Vec::new();
+        let mut shape_ids: FxHashMap<ShapeKey, u32> = FxHashMap::default();
+        let mut pods = Vec::with_capacity(pods_in.len());
+        for p in &pods_in {
+            let key = ShapeKey::of(p);
+            let shape = match shape_ids.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = shapes.len() as u32;
+                    shapes.push(b.shape(p, &resources));
+                    shape_ids.insert(key, id);
+                    id
+                }
+            };
+            pods.push(PodC {
+                shape,
+                pod_ref: PodRef {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                    uid: p.uid.clone(),
+                },
+            });
+        }
+
+        // Which groups count which pods.
+        for ls in &mut b.label_sets {
+            ls.counted_in = b
+                .groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| {
+                    g.namespaces.binary_search(&ls.namespace).is_ok() && g.selector.matches(&ls.labels)
+                })
+                .map(|(i, _)| i as u32)
+                .collect();
+        }
+
+        let (universes, domain_index) =
+            build_universes(&b.groups, &pools, &nodes, keys.hostname, &b.strings);
+
+        Prepared {
+            strings: b.strings,
+            resources,
+            options: snapshot.options,
+            pools,
+            nodes,
+            pods,
+            shapes,
+            groups: b.groups,
+            label_sets: b.label_sets,
+            universes,
+            domain_index,
+            keys,
+            well_known,
+        }
+    }
+
+    pub(crate) fn is_well_known(&self, key: u32) -> bool {
+        self.well_known.binary_search(&key).is_ok()
+    }
+}
+
+type Universes = (FxHashMap<u32, Vec<u32>>, FxHashMap<(u32, u32), u32>);
+
+/// Every value a topology key can take: from NodePools, their instance types and
+/// offerings, and existing nodes.
+fn build_universes(
+    groups: &[GroupC],
+    pools: &[PoolC],
+    nodes: &[NodeC],
+    hostname: u32,
+    strings: &Interner,
+) -> Universes {
+    let keys: BTreeSet<u32> = groups
+        .iter()
+        .map(|g| g.key)
+        .filter(|k| *k != hostname)
+        .collect();
+    let mut universes = FxHashMap::default();
+    let mut index = FxHashMap::default();
+    for key in keys {
+        let mut values = BTreeSet::new();
+        let mut add = |reqs: &Reqs| {
+            if let Some(v) = reqs.get(key).and_then(|s| s.finite_values()) {
+                values.extend(v.iter().copied());
+            }
+        };
+        for p in pools {
+            add(&p.reqs);
+            for t in &p.types {
+                add(&t.reqs);
+                for o in &t.offerings {
+                    add(&o.reqs);
+                }
+            }
+        }
+        for n in nodes {
+            if let Some(v) = label_value(&n.labels, key) {
+                values.insert(v);
+            }
+        }
+        let mut values: Vec<u32> = values.into_iter().collect();
+        values.sort_by(|a, b| strings.str(*a).cmp(strings.str(*b)));
+        for (i, v) in values.iter().enumerate() {
+            index.insert((key, *v), i as u32);
+        }
+        universes.insert(key, values);
+    }
+    (universes, index)
+}
+
+fn build_pool(
+    p: &crate::snapshot::NodePool,
+    b: &mut Builder,
+    resources: &ResourceNames,
+    daemons: &[(Reqs, &DaemonSet)],
+    well_known: &[u32],
+) -> PoolC {
+    let mut reqs = Reqs::from_api(&p.requirements, &mut b.strings);
+    for (k, v) in &p.labels {
+        let k = b.strings.intern(k);
+        let v = b.strings.intern(v);
+        reqs.add(k, &ValueSet::single(v), &b.strings);
+    }
+    let np = b.strings.intern(NODE_POOL);
+    let name = b.strings.intern(&p.name);
+    reqs.add(np, &ValueSet::single(name), &b.strings);
+
+    let mut types_in: Vec<&InstanceType> = p.instance_types.iter().collect();
+    types_in.sort_by(|x, y| {
+        cheapest_available(x)
+            .total_cmp(&cheapest_available(y))
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    types_in.dedup_by(|x, y| x.name == y.name);
+    let types: Vec<TypeC> = types_in
+        .iter()
+        .map(|t| {
+            let mut offerings: Vec<&Offering> = t.offerings.iter().collect();
+            offerings.sort_by(|x, y| {
+                x.price
+                    .total_cmp(&y.price)
+                    .then_with(|| x.zone.cmp(&y.zone))
+                    .then_with(|| x.capacity_type.cmp(&y.capacity_type))
+            });
+            TypeC {
+                name: t.name.clone(),
+                reqs: Reqs::from_api(&t.requirements, &mut b.strings),
+                offerings: offerings
+                    .iter()
+                    .map(|o| {
+                        let mut api = o.requirements.clone();
+                        if let Some(z) = &o.zone {
+                            api.push(crate::snapshot::Requirement::new(ZONE, Operator::In, &[z]));
+                        }
+                        api.push(crate::snapshot::Requirement::new(
+                            CAPACITY_TYPE,
+                            Operator::In,
+                            &[&o.capacity_type],
+                        ));
+                        OfferingC {
+                            reqs: Reqs::from_api(&api, &mut b.strings),
+                            zone: o.zone.clone(),
+                            capacity_type: o.capacity_type.clone(),
+                            price: o.price,
+                            available: usable(o),
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+
+    let r = resources.len();
+    let mut alloc = Vec::with_capacity(types.len() * r);
+    let mut capacity = Vec::with_capacity(types.len() * r);
+    for t in &types_in {
+        let mut cap = resources.vector(&t.capacity);
+        if !t.capacity.contains_key(PODS) {
+            cap[POD_SLOT] = UNLIMITED;
+        }
+        let mut a = cap.clone();
+        sub(&mut a, &resources.vector(&t.overhead.kube_reserved));
+        sub(&mut a, &resources.vector(&t.overhead.system_reserved));
+        sub(&mut a, &resources.vector(&t.overhead.eviction_threshold));
+        alloc.extend(a);
+        capacity.extend(cap);
+    }
+    let n = types.len();
+    let fit = (0..r)
+        .map(|ri| {
+            let mut thresholds: Vec<i64> = (0..n).map(|t| alloc[t * r + ri]).collect();
+            thresholds.sort_unstable();
+            thresholds.dedup();
+            let masks = thresholds
+                .iter()
+                .map(|&th| {
+                    let mut m = Bits::empty(n);
+                    for t in 0..n {
+                        if alloc[t * r + ri] >= th {
+                            m.set(t);
+                        }
+                    }
+                    m
+                })
+                .collect();
+            (thresholds, masks)
+        })
+        .collect();
+
+    let mut defined: BTreeSet<u32> = reqs.entries().iter().map(|e| e.0).collect();
+    defined.extend(well_known.iter().copied());
+    let mut offering_keys = BTreeSet::new();
+    for t in &types {
+        defined.extend(t.reqs.entries().iter().map(|e| e.0));
+        for o in &t.offerings {
+            offering_keys.extend(o.reqs.entries().iter().map(|e| e.0));
+        }
+    }
+    defined.extend(offering_keys.iter().copied());
+
+    let mut limits = vec![None; r];
+    for (k, v) in &p.limits {
+        if let Some(i) = resources.index(k) {
+            limits[i] = Some(*v);
+        }
+    }
+    let node_limit = p.limits.get(crate::labels::NODES).copied();
+
+    let mut pool = PoolC {
+        name: p.name.clone(),
+        taints: p.taints.clone(),
+        startup_taints: p.startup_taints.clone(),
+        reqs,
+        defined: defined.into_iter().collect(),
+        types,
+        alloc,
+        capacity,
+        fit,
+        base_mask: Bits::empty(n),
+        daemon_overhead: vec![0; r],
+        limits,
+        node_limit,
+        offering_keys: offering_keys.into_iter().collect(),
+    };
+    for t in 0..n {
+        if pool.type_matches(t, &pool.reqs, &b.strings) && pool.has_offering(t, &pool.reqs, &b.strings) {
+            pool.base_mask.set(t);
+        }
+    }
+    for (dreqs, ds) in daemons {
+        let tolerated =
+            crate::taints::first_untolerated(&pool.taints, &ds.tolerations, false).is_none();
+        if tolerated && pool.incompatible_key(dreqs, &b.strings).is_none() {
+            crate::resources::add(&mut pool.daemon_overhead, &resources.vector(&ds.requests));
+        }
+    }
+    pool
+}
+
+impl PoolC {
+    /// Whether instance type `t` can carry every requirement in `reqs`.
+    pub(crate) fn type_matches(&self, t: usize, reqs: &Reqs, strings: &Interner) -> bool {
+        reqs.entries()
+            .iter()
+            .all(|(k, set)| self.type_matches_key(t, *k, set, strings))
+    }
+
+    pub(crate) fn type_matches_key(&self, t: usize, key: u32, set: &ValueSet, strings: &Interner) -> bool {
+        match self.types[t].reqs.get(key) {
+            Some(ts) => ts.compatible(set, strings),
+            // The label comes from the pool, from an offering or is well known,
+            // or the requirement is happy without it.
+            None => {
+                self.reqs.get(key).is_some()
+                    || self.offering_keys.binary_search(&key).is_ok()
+                    || set.allows_absence()
+                    || WELL_KNOWN.contains(&strings.str(key))
+            }
+        }
+    }
+
+    /// Whether type `t` has an available offering compatible with `reqs`.
+    pub(crate) fn has_offering(&self, t: usize, reqs: &Reqs, strings: &Interner) -> bool {
+        self.types[t]
+            .offerings
+            .iter()
+            .any(|o| o.available && offering_fits(o, reqs, strings))
+    }
+
+    /// The first pod requirement key this pool cannot satisfy, if any.
+    pub(crate) fn incompatible_key(&self, pod: &Reqs, strings: &Interner) -> Option<u32> {
+        pod.entries().iter().find_map(|(k, ps)| {
+            let ok = match self.reqs.get(*k) {
+                Some(cs) => cs.compatible(ps, strings),
+                None => ps.allows_absence() || self.defined.binary_search(k).is_ok(),
+            };
+            (!ok).then_some(*k)
+        })
+    }
+
+    pub(crate) fn alloc_of(&self, t: usize, r: usize) -> i64 {
+        self.alloc[t * self.fit.len() + r]
+    }
+
+    pub(crate) fn capacity_of(&self, t: usize, r: usize) -> i64 {
+        self.capacity[t * self.fit.len() + r]
+    }
+
+    /// Types whose allocatable covers `requests`.
+    pub(crate) fn fit_mask(&self, requests: &[i64], out: &mut Bits) {
+        for (ri, &need) in requests.iter().enumerate() {
+            if need <= 0 {
+                continue;
+            }
+            let (thresholds, masks) = &self.fit[ri];
+            let i = thresholds.partition_point(|&th| th < need);
+            match masks.get(i) {
+                Some(m) => out.and_with(m),
+                None => {
+                    *out = Bits::empty(self.types.len());
+                    return;
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn offering_fits(o: &OfferingC, reqs: &Reqs, strings: &Interner) -> bool {
+    o.reqs.entries().iter().all(|(k, os)| match reqs.get(*k) {
+        Some(cs) => cs.compatible(os, strings),
+        None => true,
+    })
+}

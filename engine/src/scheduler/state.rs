@@ -1,0 +1,562 @@
+//! The mutable side of one scheduling run: node usage, new NodeClaims,
+//! topology counts, remaining limits and caches.
+
+use crate::bitset::Bits;
+use crate::intern::FxHashMap;
+use crate::requirements::{Reqs, ValueSet};
+use crate::resources::{add, fits};
+use crate::selector::label_value;
+use crate::snapshot::MinValuesPolicy;
+use crate::taints::first_untolerated;
+
+use super::class::{Class, Relax};
+use super::masks::PoolMasks;
+use super::order::ClaimOrder;
+use super::prepare::{GroupKind, PortC, Prepared};
+use super::topology::Topology;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub(crate) pool: usize,
+    pub(crate) reqs: Reqs,
+    /// Instance types still possible: compatible, available, big enough.
+    pub(crate) mask: Bits,
+    /// Pods' requests plus daemonset overhead.
+    pub(crate) requests: Vec<i64>,
+    pub(crate) ports: Vec<PortC>,
+    pub(crate) pods: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct NodeState {
+    used: Vec<i64>,
+    ports: Vec<PortC>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PoolState {
+    pub(crate) masks: PoolMasks,
+    remaining: Vec<Option<i64>>,
+    nodes_remaining: Option<i64>,
+    /// `base_mask` less the types whose capacity exceeds what the limits leave.
+    pub(crate) limit_mask: Bits,
+}
+
+impl PoolState {
+    pub(crate) fn nodes_remaining_is_exhausted(&self) -> bool {
+        self.nodes_remaining.is_some_and(|n| n <= 0)
+    }
+
+    pub(crate) fn remaining_of(&self, r: usize) -> Option<i64> {
+        self.remaining.get(r).copied().flatten()
+    }
+}
+
+/// A successful trial of a pod on a NodeClaim, ready to commit.
+pub(crate) struct Attempt {
+    changes: Vec<(u32, ValueSet)>,
+    mask: Bits,
+    requests: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spot {
+    Node(usize),
+    Claim(usize),
+}
+
+pub(crate) struct State<'p> {
+    pub(crate) p: &'p Prepared,
+    pub(crate) classes: Vec<Class>,
+    class_ids: FxHashMap<(u32, Relax), u32>,
+    pub(crate) topo: Topology,
+    nodes: Vec<NodeState>,
+    pub(crate) claims: Vec<Claim>,
+    order: ClaimOrder,
+    pub(crate) pools: Vec<PoolState>,
+    /// (class, pool) -> taints tolerated and requirements compatible.
+    pool_ok: FxHashMap<(u32, u32), bool>,
+}
+
+fn current<'a>(changes: &'a [(u32, ValueSet)], reqs: &'a Reqs, key: u32) -> Option<&'a ValueSet> {
+    changes
+        .iter()
+        .rev()
+        .find(|c| c.0 == key)
+        .map(|c| &c.1)
+        .or_else(|| reqs.get(key))
+}
+
+fn set_change(changes: &mut Vec<(u32, ValueSet)>, key: u32, set: ValueSet) {
+    match changes.iter_mut().find(|c| c.0 == key) {
+        Some(c) => c.1 = set,
+        None => changes.push((key, set)),
+    }
+}
+
+impl<'p> State<'p> {
+    pub(crate) fn new(p: &'p Prepared) -> Self {
+        let mut topo = Topology::new(p.groups.len());
+        for (n, node) in p.nodes.iter().enumerate() {
+            for bp in &node.bound {
+                for &g in &p.label_sets[bp.label_set as usize].counted_in {
+                    if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
+                        topo.record(g, d);
+                    }
+                }
+                for &g in &bp.anti {
+                    if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
+                        topo.record_owner(g, d);
+                    }
+                }
+            }
+        }
+        let pools = p
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, pool)| {
+                let mut remaining = pool.limits.clone();
+                let mut nodes_remaining = pool.node_limit;
+                for node in p.nodes.iter().filter(|n| n.pool == Some(i)) {
+                    for (r, cap) in remaining.iter_mut().zip(&node.capacity) {
+                        if let Some(r) = r {
+                            *r -= cap;
+                        }
+                    }
+                    if let Some(n) = &mut nodes_remaining {
+                        *n -= 1;
+                    }
+                }
+                let mut st = PoolState {
+                    masks: PoolMasks::default(),
+                    remaining,
+                    nodes_remaining,
+                    limit_mask: Bits::empty(0),
+                };
+                st.limit_mask = limit_mask(p, i, &st.remaining);
+                st
+            })
+            .collect();
+        State {
+            p,
+            classes: Vec::new(),
+            class_ids: FxHashMap::default(),
+            topo,
+            nodes: p
+                .nodes
+                .iter()
+                .map(|n| NodeState {
+                    used: n.used.clone(),
+                    ports: n.ports.clone(),
+                })
+                .collect(),
+            claims: Vec::new(),
+            order: ClaimOrder::default(),
+            pools,
+            pool_ok: FxHashMap::default(),
+        }
+    }
+
+    /// Whether pods already placed keep this class away by their anti-affinity.
+    pub(crate) fn pool_blocked_by_anti(&self, cls: u32) -> bool {
+        let p = self.p;
+        let class = &self.classes[cls as usize];
+        p.label_sets[class.label_set as usize]
+            .counted_in
+            .iter()
+            .any(|&g| p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g))
+    }
+
+    pub(crate) fn class_for(&mut self, shape: u32, relax: Relax) -> u32 {
+        if let Some(&c) = self.class_ids.get(&(shape, relax)) {
+            return c;
+        }
+        let id = self.classes.len() as u32;
+        let class = Class::compile(shape, &self.p.shapes[shape as usize], relax, &self.p.strings);
+        self.classes.push(class);
+        self.class_ids.insert((shape, relax), id);
+        id
+    }
+
+    /// Places pod `pod` of class `cls`: existing nodes, then new NodeClaims
+    /// fewest pods first, then a new NodeClaim from the first pool that fits.
+    pub(crate) fn place(&mut self, pod: u32, cls: u32) -> Option<Spot> {
+        for n in 0..self.nodes.len() {
+            if self.fits_node(n, cls) {
+                self.commit_node(n, cls);
+                return Some(Spot::Node(n));
+            }
+        }
+        for i in 0..self.order.len() {
+            let c = self.order.at(i) as usize;
+            let pool = self.claims[c].pool;
+            if !self.pool_ok(cls, pool) {
+                continue;
+            }
+            if let Some(att) = self.try_claim(cls, pool, Some(c)) {
+                self.commit_claim(c, att, pod, cls);
+                return Some(Spot::Claim(c));
+            }
+        }
+        for pool in 0..self.p.pools.len() {
+            if !self.pool_ok(cls, pool) || self.pools[pool].nodes_remaining_is_exhausted() {
+                continue;
+            }
+            if let Some(att) = self.try_claim(cls, pool, None) {
+                let c = self.create_claim(pool, att, pod, cls);
+                return Some(Spot::Claim(c));
+            }
+        }
+        None
+    }
+
+    pub(crate) fn pool_ok(&mut self, cls: u32, pool: usize) -> bool {
+        let p = self.p;
+        let class = &self.classes[cls as usize];
+        *self.pool_ok.entry((cls, pool as u32)).or_insert_with(|| {
+            let pc = &p.pools[pool];
+            first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred).is_none()
+                && pc.incompatible_key(&class.reqs, &p.strings).is_none()
+        })
+    }
+
+    pub(crate) fn fits_node(&self, n: usize, cls: u32) -> bool {
+        let p = self.p;
+        let node = &p.nodes[n];
+        let st = &self.nodes[n];
+        let class = &self.classes[cls as usize];
+        if first_untolerated(&node.taints, &class.tolerations, class.tolerate_preferred).is_some() {
+            return false;
+        }
+        if class
+            .ports
+            .iter()
+            .any(|a| st.ports.iter().any(|b| a.conflicts(b)))
+        {
+            return false;
+        }
+        if !class.reqs.matches_labels(&node.labels, &p.strings) {
+            return false;
+        }
+        let mut need = st.used.clone();
+        add(&mut need, &class.requests);
+        if !fits(&need, &node.allocatable) {
+            return false;
+        }
+        let ls = &p.label_sets[class.label_set as usize];
+        for &g in &class.owned {
+            let Some(d) = node_domain(p, n, p.groups[g as usize].key) else {
+                return false;
+            };
+            let selects_self = ls.counted_in.binary_search(&g).is_ok();
+            if self.topo.choose(p, g, selects_self, &class.reqs, &[d]).is_none() {
+                return false;
+            }
+        }
+        for &g in &ls.counted_in {
+            if p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g) {
+                if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
+                    if self.topo.owners(g, d) > 0 {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn slot_of_new_claim(&self) -> u32 {
+        (self.nodes.len() + self.claims.len()) as u32
+    }
+
+    /// Tries the pod on NodeClaim `claim`, or on a fresh one from `pool`.
+    pub(crate) fn try_claim(&mut self, cls: u32, pool: usize, claim: Option<usize>) -> Option<Attempt> {
+        let p = self.p;
+        let pc = &p.pools[pool];
+        let class = &self.classes[cls as usize];
+        let ps = &mut self.pools[pool];
+        let (reqs, mut mask, base_requests, ports, slot) = match claim {
+            Some(c) => {
+                let cl = &self.claims[c];
+                (
+                    &cl.reqs,
+                    cl.mask.clone(),
+                    cl.requests.as_slice(),
+                    cl.ports.as_slice(),
+                    (self.nodes.len() + c) as u32,
+                )
+            }
+            None => (
+                &pc.reqs,
+                ps.limit_mask.clone(),
+                pc.daemon_overhead.as_slice(),
+                &[][..],
+                (self.nodes.len() + self.claims.len()) as u32,
+            ),
+        };
+        if mask.is_empty() {
+            return None;
+        }
+        if class.ports.iter().any(|a| ports.iter().any(|b| a.conflicts(b))) {
+            return None;
+        }
+        let is_offering_key = |k: u32| pc.offering_keys.binary_search(&k).is_ok();
+        let mut changes: Vec<(u32, ValueSet)> = Vec::new();
+        let mut offering_dirty = false;
+        for (k, pset) in class.reqs.entries() {
+            let new = match reqs.get(*k) {
+                Some(cs) => {
+                    if !cs.compatible(pset, &p.strings) {
+                        return None;
+                    }
+                    let n = cs.intersect(pset, &p.strings);
+                    if &n == cs {
+                        continue;
+                    }
+                    n
+                }
+                None => pset.clone(),
+            };
+            mask.and_with(ps.masks.key_mask(p, pool, *k, &new));
+            offering_dirty |= is_offering_key(*k);
+            changes.push((*k, new));
+        }
+        if offering_dirty {
+            mask.and_with(ps.masks.offering_mask(p, pool, |k| current(&changes, reqs, k)));
+            offering_dirty = false;
+        }
+        if mask.is_empty() {
+            return None;
+        }
+
+        // Topology: each group narrows the claim to one domain of its key.
+        let ls = &p.label_sets[class.label_set as usize];
+        let inverse = ls.counted_in.iter().copied().filter(|&g| {
+            p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
+        });
+        let owned = class.owned.iter().copied().map(|g| (g, true));
+        let mut candidates: Vec<u32> = Vec::new();
+        for (g, is_owner) in owned.chain(inverse.map(|g| (g, false))) {
+            let key = p.groups[g as usize].key;
+            if key == p.keys.hostname {
+                let ok = if is_owner {
+                    let selects_self = ls.counted_in.binary_search(&g).is_ok();
+                    self.topo
+                        .choose(p, g, selects_self, &class.reqs, &[slot])
+                        .is_some()
+                } else {
+                    self.topo.owners(g, slot) == 0
+                };
+                if !ok {
+                    return None;
+                }
+                continue;
+            }
+            let universe = p.universes.get(&key).map_or(&[][..], Vec::as_slice);
+            candidates.clear();
+            let cur = current(&changes, reqs, key);
+            for (i, &v) in universe.iter().enumerate() {
+                if cur.is_none_or(|s| s.contains(v, &p.strings))
+                    && mask.intersects(ps.masks.domain_mask(p, pool, key, v))
+                {
+                    candidates.push(i as u32);
+                }
+            }
+            let chosen = if is_owner {
+                let selects_self = ls.counted_in.binary_search(&g).is_ok();
+                self.topo
+                    .choose(p, g, selects_self, &class.reqs, &candidates)
+            } else {
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|&d| self.topo.owners(g, d) == 0)
+            }?;
+            let value = universe[chosen as usize];
+            if cur.and_then(ValueSet::single_value) != Some(value) {
+                mask.and_with(ps.masks.domain_mask(p, pool, key, value));
+                offering_dirty |= is_offering_key(key);
+                set_change(&mut changes, key, ValueSet::single(value));
+            }
+        }
+        if offering_dirty {
+            mask.and_with(ps.masks.offering_mask(p, pool, |k| current(&changes, reqs, k)));
+        }
+        let mut requests = base_requests.to_vec();
+        add(&mut requests, &class.requests);
+        pc.fit_mask(&requests, &mut mask);
+        if mask.is_empty() {
+            return None;
+        }
+        if p.options.min_values_policy == MinValuesPolicy::Strict {
+            for &(key, min) in pc.reqs.min_values() {
+                if distinct_values(p, pool, &mask, key) < min as usize {
+                    return None;
+                }
+            }
+        }
+        Some(Attempt {
+            changes,
+            mask,
+            requests,
+        })
+    }
+
+    fn commit_node(&mut self, n: usize, cls: u32) {
+        let class = &self.classes[cls as usize];
+        let st = &mut self.nodes[n];
+        add(&mut st.used, &class.requests);
+        st.ports.extend(class.ports.iter().cloned());
+        self.record(Spot::Node(n), cls);
+    }
+
+    fn commit_claim(&mut self, c: usize, att: Attempt, pod: u32, cls: u32) {
+        let class = &self.classes[cls as usize];
+        let claim = &mut self.claims[c];
+        for (k, s) in att.changes {
+            claim.reqs.put(k, s);
+        }
+        claim.mask = att.mask;
+        claim.requests = att.requests;
+        claim.ports.extend(class.ports.iter().cloned());
+        claim.pods.push(pod);
+        self.order.increment(c as u32);
+        self.record(Spot::Claim(c), cls);
+    }
+
+    fn create_claim(&mut self, pool: usize, att: Attempt, pod: u32, cls: u32) -> usize {
+        let p = self.p;
+        let pc = &p.pools[pool];
+        let mut reqs = pc.reqs.clone();
+        for (k, s) in att.changes {
+            reqs.put(k, s);
+        }
+        // Pessimistic limits: the claim may become its largest remaining type.
+        let ps = &mut self.pools[pool];
+        for (r, rem) in ps.remaining.iter_mut().enumerate() {
+            if let Some(rem) = rem {
+                let largest = att
+                    .mask
+                    .ones()
+                    .map(|t| pc.capacity_of(t, r))
+                    .max()
+                    .unwrap_or(0);
+                *rem -= largest;
+            }
+        }
+        if let Some(n) = &mut ps.nodes_remaining {
+            *n -= 1;
+        }
+        ps.limit_mask = limit_mask(p, pool, &ps.remaining);
+        debug_assert_eq!(self.slot_of_new_claim() as usize, self.nodes.len() + self.claims.len());
+        let c = self.claims.len();
+        self.claims.push(Claim {
+            pool,
+            reqs,
+            mask: att.mask,
+            requests: att.requests,
+            ports: self.classes[cls as usize].ports.clone(),
+            pods: vec![pod],
+        });
+        self.order.push(c as u32);
+        self.record(Spot::Claim(c), cls);
+        c
+    }
+
+    /// The domains of `key` a spot is in. A NodeClaim not yet narrowed to one
+    /// value counts only for anti-affinity (every value it may take, to be safe).
+    fn spot_domains(&self, spot: Spot, key: u32, all_if_open: bool, out: &mut Vec<u32>) {
+        let p = self.p;
+        out.clear();
+        match spot {
+            Spot::Node(n) => out.extend(node_domain(p, n, key)),
+            Spot::Claim(c) => {
+                if key == p.keys.hostname {
+                    out.push((self.nodes.len() + c) as u32);
+                    return;
+                }
+                let set = self.claims[c].reqs.get(key);
+                if let Some(v) = set.and_then(ValueSet::single_value) {
+                    out.extend(p.domain_index.get(&(key, v)).copied());
+                } else if all_if_open {
+                    let universe = p.universes.get(&key).map_or(&[][..], Vec::as_slice);
+                    for (i, &v) in universe.iter().enumerate() {
+                        if set.is_none_or(|s| s.contains(v, &p.strings)) {
+                            out.push(i as u32);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, spot: Spot, cls: u32) {
+        let p = self.p;
+        let class = &self.classes[cls as usize];
+        let mut domains = Vec::new();
+        for &g in &p.label_sets[class.label_set as usize].counted_in {
+            let group = &p.groups[g as usize];
+            self.spot_domains(spot, group.key, group.kind == GroupKind::AntiAffinity, &mut domains);
+            for &d in &domains {
+                self.topo.record(g, d);
+            }
+        }
+        for &g in &class.anti {
+            self.spot_domains(spot, p.groups[g as usize].key, true, &mut domains);
+            for &d in &domains {
+                self.topo.record_owner(g, d);
+            }
+        }
+    }
+}
+
+/// The domain index of `key` on existing node `n`, if it has the label.
+pub(crate) fn node_domain(p: &Prepared, n: usize, key: u32) -> Option<u32> {
+    if key == p.keys.hostname {
+        return Some(n as u32);
+    }
+    let v = label_value(&p.nodes[n].labels, key)?;
+    p.domain_index.get(&(key, v)).copied()
+}
+
+/// Distinct values of `key` among the types in `mask` (for minValues).
+pub(crate) fn distinct_values(p: &Prepared, pool: usize, mask: &Bits, key: u32) -> usize {
+    let pc = &p.pools[pool];
+    let mut seen: Vec<u32> = Vec::new();
+    for t in mask.ones() {
+        let ty = &pc.types[t];
+        let sets = ty
+            .reqs
+            .get(key)
+            .into_iter()
+            .chain(ty.offerings.iter().filter(|o| o.available).filter_map(|o| o.reqs.get(key)));
+        for s in sets {
+            if let Some(vals) = s.finite_values() {
+                seen.extend_from_slice(vals);
+            }
+        }
+    }
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+/// Types of the pool that still fit within what the limits leave.
+fn limit_mask(p: &Prepared, pool: usize, remaining: &[Option<i64>]) -> Bits {
+    let pc = &p.pools[pool];
+    let mut m = pc.base_mask.clone();
+    if remaining.iter().all(Option::is_none) {
+        return m;
+    }
+    for t in pc.base_mask.ones() {
+        let over = remaining
+            .iter()
+            .enumerate()
+            .any(|(r, rem)| rem.is_some_and(|rem| pc.capacity_of(t, r) > rem));
+        if over {
+            m.clear(t);
+        }
+    }
+    m
+}

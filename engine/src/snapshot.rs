@@ -1,0 +1,376 @@
+//! Input types: a plain-data picture of the cluster the host builds from
+//! Kubernetes objects and cloud-provider plugin results.
+//!
+//! Everything is owned strings and integers so that the host can build a
+//! `Snapshot` without knowing how the engine represents it internally.
+//! Resource amounts are integers in canonical units: milli-units for `cpu`,
+//! bytes for `memory` and `ephemeral-storage`, plain counts for everything
+//! else (see [`crate::quantity`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Resource name -> amount in canonical units (`cpu` in millis, bytes, counts).
+pub type ResourceList = BTreeMap<String, i64>;
+
+/// Label key -> value.
+pub type Labels = BTreeMap<String, String>;
+
+/// Everything one provisioning decision depends on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Snapshot {
+    pub node_pools: Vec<NodePool>,
+    /// Existing nodes and in-flight NodeClaims.
+    pub nodes: Vec<Node>,
+    pub daemon_sets: Vec<DaemonSet>,
+    /// Pending pods to place.
+    pub pods: Vec<Pod>,
+    pub options: Options,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Options {
+    pub preference_policy: PreferencePolicy,
+    pub min_values_policy: MinValuesPolicy,
+    /// A new NodeClaim keeps at most this many (cheapest) instance types.
+    pub max_instance_types: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            preference_policy: PreferencePolicy::Respect,
+            min_values_policy: MinValuesPolicy::Strict,
+            max_instance_types: 600,
+        }
+    }
+}
+
+/// `Respect`: preferences are treated as required, then relaxed one at a time.
+/// `Ignore`: preferences play no part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PreferencePolicy {
+    #[default]
+    Respect,
+    Ignore,
+}
+
+/// `Strict`: a NodeClaim that cannot keep `minValues` distinct values is not made.
+/// `BestEffort`: it is made with as many values as remain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MinValuesPolicy {
+    #[default]
+    Strict,
+    BestEffort,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodePool {
+    pub name: String,
+    /// 0..=100; higher is tried first.
+    pub weight: i32,
+    /// `spec.template.metadata.labels`.
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    /// Ignored for scheduling, as Karpenter does: they are expected to go away.
+    pub startup_taints: Vec<Taint>,
+    pub requirements: Vec<Requirement>,
+    /// `spec.limits`, including `nodes`.
+    pub limits: ResourceList,
+    /// What the cloud provider offers for this pool, available or not.
+    pub instance_types: Vec<InstanceType>,
+}
+
+/// A node selector requirement, as in NodePool and pod node affinity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: Operator,
+    #[serde(default)]
+    pub values: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_values: Option<u32>,
+}
+
+impl Requirement {
+    pub fn new(key: &str, operator: Operator, values: &[&str]) -> Self {
+        Requirement {
+            key: key.to_string(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+    Gte,
+    Lte,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InstanceType {
+    pub name: String,
+    /// Must define the well-known labels (arch, os, instance type, ...).
+    pub requirements: Vec<Requirement>,
+    pub offerings: Vec<Offering>,
+    pub capacity: ResourceList,
+    pub overhead: Overhead,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Overhead {
+    pub kube_reserved: ResourceList,
+    pub system_reserved: ResourceList,
+    pub eviction_threshold: ResourceList,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Offering {
+    /// `topology.kubernetes.io/zone`; `None` fits any zone.
+    pub zone: Option<String>,
+    /// `karpenter.sh/capacity-type`: spot, on-demand or reserved.
+    pub capacity_type: String,
+    /// $/hour.
+    pub price: f64,
+    pub available: bool,
+    /// For reserved offerings: instances left; `Some(0)` makes it unusable.
+    pub reservation_capacity: Option<u32>,
+    /// Further offering requirements (for example a reservation id).
+    pub requirements: Vec<Requirement>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Node {
+    pub name: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub allocatable: ResourceList,
+    /// Counts against NodePool limits; `allocatable` is used when absent.
+    pub capacity: Option<ResourceList>,
+    /// Pods already bound (or nominated) here, including daemonset pods.
+    pub pods: Vec<BoundPod>,
+    pub initialized: bool,
+    /// `karpenter.sh/nodepool` of a managed node.
+    pub node_pool: Option<String>,
+    /// A NodeClaim launched but not yet registered as a Node.
+    pub in_flight: bool,
+}
+
+/// A pod already on a node: what it uses and what it says about its neighbours.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BoundPod {
+    pub namespace: String,
+    pub name: String,
+    pub labels: Labels,
+    pub requests: ResourceList,
+    pub host_ports: Vec<HostPort>,
+    /// Required anti-affinity terms of this pod also keep new pods away.
+    pub pod_anti_affinity: Option<PodAffinity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    /// The pod template's summed requests.
+    pub requests: ResourceList,
+    pub tolerations: Vec<Toleration>,
+    pub node_selector: Labels,
+    pub node_affinity: Option<NodeAffinity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Any value that sorts like the creation time (for example Unix millis).
+    pub creation: i64,
+    pub labels: Labels,
+    /// Summed container requests; `pods: 1` is implied.
+    pub requests: ResourceList,
+    pub node_selector: Labels,
+    pub affinity: Affinity,
+    pub tolerations: Vec<Toleration>,
+    pub host_ports: Vec<HostPort>,
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    pub priority: i32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Affinity {
+    pub node_affinity: Option<NodeAffinity>,
+    pub pod_affinity: Option<PodAffinity>,
+    pub pod_anti_affinity: Option<PodAffinity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeAffinity {
+    /// ORed terms; each term's expressions are ANDed.
+    pub required: Vec<NodeSelectorTerm>,
+    pub preferred: Vec<PreferredSchedulingTerm>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeSelectorTerm {
+    pub match_expressions: Vec<Requirement>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PreferredSchedulingTerm {
+    pub weight: i32,
+    pub preference: NodeSelectorTerm,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodAffinity {
+    pub required: Vec<PodAffinityTerm>,
+    pub preferred: Vec<WeightedPodAffinityTerm>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodAffinityTerm {
+    /// `None` selects no pod.
+    pub label_selector: Option<LabelSelector>,
+    /// Empty means the pod's own namespace.
+    pub namespaces: Vec<String>,
+    pub topology_key: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WeightedPodAffinityTerm {
+    pub weight: i32,
+    pub term: PodAffinityTerm,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LabelSelector {
+    pub match_labels: Labels,
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LabelSelectorRequirement {
+    pub key: String,
+    pub operator: SelectorOperator,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TopologySpreadConstraint {
+    pub max_skew: i32,
+    pub topology_key: String,
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    /// `None` selects no pod.
+    #[serde(default)]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub min_domains: Option<i32>,
+    #[serde(default)]
+    pub node_affinity_policy: NodeInclusionPolicy,
+    /// Accepted for completeness; domains always come from every NodePool.
+    #[serde(default = "NodeInclusionPolicy::ignore")]
+    pub node_taints_policy: NodeInclusionPolicy,
+    #[serde(default)]
+    pub match_label_keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub enum NodeInclusionPolicy {
+    #[default]
+    Honor,
+    Ignore,
+}
+
+impl NodeInclusionPolicy {
+    fn ignore() -> Self {
+        NodeInclusionPolicy::Ignore
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Toleration {
+    /// Empty with `Exists` tolerates everything.
+    pub key: String,
+    pub operator: TolerationOperator,
+    pub value: String,
+    /// `None` matches every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    #[default]
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostPort {
+    pub port: u16,
+    /// TCP when empty.
+    pub protocol: String,
+    /// Every address when empty or 0.0.0.0.
+    pub host_ip: String,
+}
