@@ -1,0 +1,244 @@
+//! Builders for test snapshots.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use engine::labels::{ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE};
+use engine::*;
+
+pub const GI: i64 = 1 << 30;
+pub const ZONES: [&str; 3] = ["zone-1", "zone-2", "zone-3"];
+
+pub fn res(pairs: &[(&str, i64)]) -> ResourceList {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+pub fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
+    Requirement::new(key, op, values)
+}
+
+/// An instance type with `cpu` cores, `mem_gi` GiB, on-demand and spot in every
+/// zone; spot at 70% of `price`.
+pub fn it(name: &str, cpu: i64, mem_gi: i64, price: f64) -> InstanceType {
+    let mut offerings = Vec::new();
+    for z in ZONES {
+        offerings.push(offering(z, "on-demand", price, true));
+        offerings.push(offering(z, "spot", price * 0.7, true));
+    }
+    InstanceType {
+        name: name.to_string(),
+        requirements: vec![
+            req(INSTANCE_TYPE, Operator::In, &[name]),
+            req(ARCH, Operator::In, &["amd64"]),
+            req(OS, Operator::In, &["linux"]),
+            req("karpenter.azure.com/sku-cpu", Operator::In, &[&cpu.to_string()]),
+        ],
+        offerings,
+        capacity: res(&[("cpu", cpu * 1000), ("memory", mem_gi * GI), ("pods", 110)]),
+        overhead: Overhead {
+            kube_reserved: res(&[("cpu", 100), ("memory", GI / 4)]),
+            ..Overhead::default()
+        },
+    }
+}
+
+pub fn offering(zone: &str, ct: &str, price: f64, available: bool) -> Offering {
+    Offering {
+        zone: Some(zone.to_string()),
+        capacity_type: ct.to_string(),
+        price,
+        available,
+        reservation_capacity: None,
+        requirements: Vec::new(),
+    }
+}
+
+pub fn with_offerings(mut t: InstanceType, offerings: Vec<Offering>) -> InstanceType {
+    t.offerings = offerings;
+    t
+}
+
+pub fn with_capacity(mut t: InstanceType, name: &str, amount: i64) -> InstanceType {
+    t.capacity.insert(name.to_string(), amount);
+    t
+}
+
+/// Standard_D{2,4,8,16,32}s_v5-like catalogue, price proportional to size.
+pub fn d_series() -> Vec<InstanceType> {
+    [2, 4, 8, 16, 32]
+        .iter()
+        .map(|&c| it(&format!("Standard_D{c}s_v5"), c, c * 4, 0.048 * c as f64))
+        .collect()
+}
+
+pub fn a100() -> InstanceType {
+    let mut t = it("Standard_NC24ads_A100_v4", 24, 220, 3.67);
+    t.capacity.insert("nvidia.com/gpu".into(), 1);
+    t
+}
+
+pub fn pool(name: &str, types: Vec<InstanceType>) -> NodePool {
+    NodePool {
+        name: name.to_string(),
+        instance_types: types,
+        ..NodePool::default()
+    }
+}
+
+pub fn pod(name: &str, cpu_milli: i64, mem: i64) -> Pod {
+    Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        requests: res(&[("cpu", cpu_milli), ("memory", mem)]),
+        ..Pod::default()
+    }
+}
+
+pub fn pods(prefix: &str, n: usize, cpu_milli: i64, mem: i64) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = pod(&format!("{prefix}-{i}"), cpu_milli, mem);
+            p.creation = i as i64;
+            p
+        })
+        .collect()
+}
+
+pub fn snapshot(node_pools: Vec<NodePool>, pods: Vec<Pod>) -> Snapshot {
+    Snapshot {
+        node_pools,
+        pods,
+        ..Snapshot::default()
+    }
+}
+
+pub fn target_of<'a>(plan: &'a Plan, pod: &str) -> Option<&'a Target> {
+    plan.placements
+        .iter()
+        .find(|p| p.pod.name == pod)
+        .map(|p| &p.target)
+}
+
+pub fn claim_of<'a>(plan: &'a Plan, pod: &str) -> &'a NewNodeClaim {
+    match target_of(plan, pod) {
+        Some(Target::NewNodeClaim(i)) => &plan.new_node_claims[*i],
+        other => panic!("{pod} is not on a new NodeClaim: {other:?}; plan: {plan:#?}"),
+    }
+}
+
+pub fn reason_of<'a>(plan: &'a Plan, pod: &str) -> &'a str {
+    plan.unschedulable
+        .iter()
+        .find(|u| u.pod.name == pod)
+        .map(|u| u.reason.as_str())
+        .unwrap_or_else(|| panic!("{pod} was scheduled: {plan:#?}"))
+}
+
+pub fn requirement<'a>(claim: &'a NewNodeClaim, key: &str) -> Option<&'a Requirement> {
+    claim.requirements.iter().find(|r| r.key == key)
+}
+
+pub fn values<'a>(claim: &'a NewNodeClaim, key: &str) -> Vec<&'a str> {
+    requirement(claim, key)
+        .map(|r| r.values.iter().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+pub fn zone_of(claim: &NewNodeClaim) -> &str {
+    let z = values(claim, ZONE);
+    assert_eq!(z.len(), 1, "claim not narrowed to one zone: {claim:#?}");
+    z[0]
+}
+
+pub fn capacity_types(claim: &NewNodeClaim) -> Vec<&str> {
+    values(claim, CAPACITY_TYPE)
+}
+
+pub fn node(name: &str, cpu: i64, mem_gi: i64, labels_: &[(&str, &str)]) -> Node {
+    Node {
+        name: name.into(),
+        labels: labels(labels_),
+        allocatable: res(&[("cpu", cpu * 1000), ("memory", mem_gi * GI), ("pods", 110)]),
+        initialized: true,
+        ..Node::default()
+    }
+}
+
+pub fn bound(name: &str, labels_: &[(&str, &str)]) -> BoundPod {
+    BoundPod {
+        namespace: "default".into(),
+        name: name.into(),
+        labels: labels(labels_),
+        requests: res(&[("cpu", 100)]),
+        ..BoundPod::default()
+    }
+}
+
+pub fn selector(pairs: &[(&str, &str)]) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels: labels(pairs),
+        match_expressions: Vec::new(),
+    })
+}
+
+pub fn spread(key: &str, skew: i32, sel: &[(&str, &str)], when: WhenUnsatisfiable) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew: skew,
+        topology_key: key.into(),
+        when_unsatisfiable: when,
+        label_selector: selector(sel),
+        min_domains: None,
+        node_affinity_policy: NodeInclusionPolicy::Honor,
+        node_taints_policy: NodeInclusionPolicy::Ignore,
+        match_label_keys: Vec::new(),
+    }
+}
+
+pub fn term(key: &str, sel: &[(&str, &str)]) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: selector(sel),
+        namespaces: Vec::new(),
+        topology_key: key.into(),
+    }
+}
+
+pub fn node_affinity(exprs: Vec<Requirement>) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required: vec![NodeSelectorTerm {
+                match_expressions: exprs,
+            }],
+            preferred: Vec::new(),
+        }),
+        ..Affinity::default()
+    }
+}
+
+pub fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+    Taint {
+        key: key.into(),
+        value: value.into(),
+        effect,
+    }
+}
+
+pub fn toleration(key: &str, value: &str) -> Toleration {
+    Toleration {
+        key: key.into(),
+        operator: TolerationOperator::Equal,
+        value: value.into(),
+        effect: None,
+    }
+}
+
+pub fn map<K: Ord, V>(pairs: Vec<(K, V)>) -> BTreeMap<K, V> {
+    pairs.into_iter().collect()
+}

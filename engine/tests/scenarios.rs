@@ -1,0 +1,522 @@
+//! One scenario per feature, each with the plan a user would expect.
+
+mod common;
+
+use common::*;
+use engine::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
+use engine::*;
+
+const SKU_CPU: &str = "karpenter.azure.com/sku-cpu";
+
+#[test]
+fn five_inflate_pods_share_one_cheapest_node() {
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], pods("inflate", 5, 1000, 0)));
+    assert_eq!(plan.new_node_claims.len(), 1, "{plan:#?}");
+    let claim = &plan.new_node_claims[0];
+    assert_eq!(claim.pods.len(), 5);
+    // 5 CPUs plus 100m overhead: an 8-core node is the smallest that fits.
+    assert_eq!(
+        claim.instance_types(),
+        ["Standard_D8s_v5", "Standard_D16s_v5", "Standard_D32s_v5"]
+    );
+    let cheapest = claim.cheapest.as_ref().unwrap();
+    assert_eq!(cheapest.instance_type, "Standard_D8s_v5");
+    assert_eq!(cheapest.capacity_type, "spot");
+    assert_eq!(claim.requests.get("cpu"), Some(&5000));
+    assert_eq!(claim.requests.get("pods"), Some(&5));
+    assert!(plan.unschedulable.is_empty());
+    assert!((plan.total_price_per_hour() - 0.384 * 0.7).abs() < 1e-9);
+}
+
+fn gpu_pool() -> NodePool {
+    let mut p = pool("gpu", vec![a100()]);
+    p.taints = vec![taint("nvidia.com/gpu", "true", TaintEffect::NoSchedule)];
+    p
+}
+
+fn gpu_pod(name: &str, gpus: i64) -> Pod {
+    let mut p = pod(name, 1000, GI);
+    p.requests.insert("nvidia.com/gpu".into(), gpus);
+    p.tolerations = vec![toleration("nvidia.com/gpu", "true")];
+    p.affinity = node_affinity(vec![req(
+        INSTANCE_TYPE,
+        Operator::In,
+        &["Standard_NC24ads_A100_v4"],
+    )]);
+    p
+}
+
+#[test]
+fn gpu_pod_lands_on_the_gpu_type_and_cpu_pods_do_not() {
+    let mut all = pods("cpu", 2, 1000, GI);
+    all.push(gpu_pod("gpu-0", 1));
+    let plan = schedule(&snapshot(vec![pool("cpu", d_series()), gpu_pool()], all));
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    let gpu = claim_of(&plan, "gpu-0");
+    assert_eq!(gpu.node_pool, "gpu");
+    assert_eq!(gpu.instance_types(), ["Standard_NC24ads_A100_v4"]);
+    assert_eq!(gpu.requests.get("nvidia.com/gpu"), Some(&1));
+    for p in ["cpu-0", "cpu-1"] {
+        let c = claim_of(&plan, p);
+        assert_eq!(c.node_pool, "cpu");
+        assert!(!c.instance_types().contains(&"Standard_NC24ads_A100_v4".to_string()));
+    }
+}
+
+#[test]
+fn a_pod_nothing_can_host_says_why_for_each_pool() {
+    let plan = schedule(&snapshot(
+        vec![pool("cpu", d_series()), gpu_pool()],
+        vec![gpu_pod("greedy", 2)],
+    ));
+    assert!(plan.new_node_claims.is_empty());
+    let reason = reason_of(&plan, "greedy");
+    assert!(
+        reason.contains("incompatible with nodepool \"cpu\": requirement node.kubernetes.io/instance-type In [Standard_NC24ads_A100_v4] not met"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("incompatible with nodepool \"gpu\": no instance type has enough nvidia.com/gpu (requested 2, largest 1)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn untolerated_taint_is_named() {
+    let plan = schedule(&snapshot(vec![gpu_pool()], vec![pod("plain", 1000, 0)]));
+    assert!(
+        reason_of(&plan, "plain").contains("did not tolerate taint nvidia.com/gpu=true:NoSchedule"),
+        "{plan:#?}"
+    );
+}
+
+#[test]
+fn heavier_nodepool_wins_even_when_pricier() {
+    let pricey: Vec<InstanceType> = d_series()
+        .into_iter()
+        .map(|mut t| {
+            t.name = format!("{}-premium", t.name);
+            t.requirements[0] = req(INSTANCE_TYPE, Operator::In, &[&t.name.clone()]);
+            for o in &mut t.offerings {
+                o.price *= 10.0;
+            }
+            t
+        })
+        .collect();
+    let mut cheap = pool("cheap", d_series());
+    cheap.weight = 10;
+    let mut premium = pool("premium", pricey);
+    premium.weight = 50;
+    let plan = schedule(&snapshot(vec![cheap.clone(), premium.clone()], vec![pod("p", 500, 0)]));
+    assert_eq!(claim_of(&plan, "p").node_pool, "premium");
+    // Equal weights: by name.
+    premium.weight = 10;
+    let plan = schedule(&snapshot(vec![premium, cheap], vec![pod("p", 500, 0)]));
+    assert_eq!(claim_of(&plan, "p").node_pool, "cheap");
+}
+
+#[test]
+fn limits_are_pessimistic_and_explained() {
+    let mut p = pool("small", d_series());
+    p.limits = res(&[("cpu", 16_000)]);
+    let plan = schedule(&snapshot(vec![p], pods("big", 3, 6000, 0)));
+    assert_eq!(plan.new_node_claims.len(), 1, "{plan:#?}");
+    let claim = &plan.new_node_claims[0];
+    // D32 exceeds the limit; two 6-CPU pods fit the D16.
+    assert_eq!(claim.instance_types(), ["Standard_D16s_v5"]);
+    assert_eq!(claim.pods.len(), 2);
+    assert_eq!(
+        reason_of(&plan, "big-2"),
+        "incompatible with nodepool \"small\": all available instance types exceed the nodepool's limits: cpu"
+    );
+}
+
+#[test]
+fn nodes_limit_counts_existing_nodes() {
+    let mut p = pool("few", d_series());
+    p.limits = res(&[("nodes", 2)]);
+    let mut existing = node("old", 2, 8, &[("karpenter.sh/nodepool", "few")]);
+    existing.node_pool = Some("few".into());
+    existing.allocatable = res(&[("cpu", 100), ("memory", GI), ("pods", 110)]);
+    let mut s = snapshot(vec![p], Vec::new());
+    s.nodes = vec![existing];
+    for i in 0..2 {
+        let mut x = pod(&format!("anti-{i}"), 500, 0);
+        x.labels = labels(&[("app", "solo")]);
+        x.affinity.pod_anti_affinity = Some(PodAffinity {
+            required: vec![term(HOSTNAME, &[("app", "solo")])],
+            preferred: Vec::new(),
+        });
+        s.pods.push(x);
+    }
+    let plan = schedule(&s);
+    assert_eq!(plan.new_node_claims.len(), 1);
+    assert!(reason_of(&plan, "anti-1").contains("nodes limit is reached"), "{plan:#?}");
+}
+
+fn min_values_pool() -> NodePool {
+    let mut p = pool("diverse", d_series());
+    let mut r = req(INSTANCE_TYPE, Operator::Exists, &[]);
+    r.min_values = Some(3);
+    p.requirements = vec![r];
+    p
+}
+
+#[test]
+fn min_values_keeps_enough_types_or_refuses() {
+    let plan = schedule(&snapshot(vec![min_values_pool()], vec![pod("small", 1000, 0)]));
+    let claim = claim_of(&plan, "small");
+    assert_eq!(claim.instance_types().len(), 5);
+    assert_eq!(requirement(claim, INSTANCE_TYPE).unwrap().min_values, Some(3));
+
+    // Only D16 and D32 hold 10 CPUs: two types, three required.
+    let plan = schedule(&snapshot(vec![min_values_pool()], vec![pod("large", 10_000, 0)]));
+    assert!(reason_of(&plan, "large").contains("minValues"), "{plan:#?}");
+
+    let mut s = snapshot(vec![min_values_pool()], vec![pod("large", 10_000, 0)]);
+    s.options.min_values_policy = MinValuesPolicy::BestEffort;
+    let plan = schedule(&s);
+    let claim = claim_of(&plan, "large");
+    assert_eq!(claim.instance_types().len(), 2);
+    assert_eq!(requirement(claim, INSTANCE_TYPE).unwrap().min_values, Some(2));
+}
+
+#[test]
+fn unavailable_offerings_are_skipped() {
+    let d2 = d_series().remove(0);
+    let d2 = with_offerings(
+        d2,
+        vec![
+            offering("zone-1", "spot", 0.05, false),
+            offering("zone-1", "on-demand", 0.096, true),
+        ],
+    );
+    let d4 = with_offerings(
+        d_series().remove(1),
+        vec![
+            offering("zone-2", "spot", 0.1, true),
+            offering("zone-1", "on-demand", 0.192, true),
+        ],
+    );
+    let mut wants_spot = pod("spot", 500, 0);
+    wants_spot.node_selector = labels(&[(CAPACITY_TYPE, "spot")]);
+    let mut spot_in_zone1 = pod("spot-zone-1", 400, 0);
+    spot_in_zone1.node_selector = labels(&[(CAPACITY_TYPE, "spot"), (ZONE, "zone-1")]);
+    let plan = schedule(&snapshot(
+        vec![pool("default", vec![d2, d4])],
+        vec![wants_spot, spot_in_zone1, pod("any", 300, 0)],
+    ));
+    let claim = claim_of(&plan, "spot");
+    assert_eq!(claim.instance_types(), ["Standard_D4s_v5"]);
+    assert_eq!(capacity_types(claim), ["spot"]);
+    assert_eq!(zone_of(claim), "zone-2");
+    assert!(
+        reason_of(&plan, "spot-zone-1").contains("no available offering"),
+        "{plan:#?}"
+    );
+    // The unconstrained pod joins the existing claim rather than opening one.
+    assert!(matches!(target_of(&plan, "any"), Some(Target::NewNodeClaim(0))));
+}
+
+#[test]
+fn preferences_are_required_first_then_relaxed() {
+    let preferred = |name: &str, zone: &str| {
+        let mut p = pod(name, 500, 0);
+        p.affinity.node_affinity = Some(NodeAffinity {
+            required: Vec::new(),
+            preferred: vec![PreferredSchedulingTerm {
+                weight: 10,
+                preference: NodeSelectorTerm {
+                    match_expressions: vec![req(ZONE, Operator::In, &[zone])],
+                },
+            }],
+        });
+        p
+    };
+    let s = snapshot(
+        vec![pool("default", d_series())],
+        vec![preferred("honored", "zone-3"), preferred("relaxed", "mars")],
+    );
+    let plan = schedule(&s);
+    assert_eq!(zone_of(claim_of(&plan, "honored")), "zone-3");
+    assert!(target_of(&plan, "relaxed").is_some());
+
+    let mut ignore = s.clone();
+    ignore.options.preference_policy = PreferencePolicy::Ignore;
+    let plan = schedule(&ignore);
+    assert_eq!(values(claim_of(&plan, "honored"), ZONE).len(), 3);
+}
+
+#[test]
+fn required_terms_are_ored_in_order() {
+    let mut p = pod("either", 500, 0);
+    p.affinity.node_affinity = Some(NodeAffinity {
+        required: vec![
+            NodeSelectorTerm {
+                match_expressions: vec![req(ZONE, Operator::In, &["mars"])],
+            },
+            NodeSelectorTerm {
+                match_expressions: vec![req(ZONE, Operator::In, &["zone-2"])],
+            },
+        ],
+        preferred: Vec::new(),
+    });
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], vec![p]));
+    assert_eq!(zone_of(claim_of(&plan, "either")), "zone-2");
+}
+
+#[test]
+fn prefer_no_schedule_taint_is_avoided_until_relaxed() {
+    let mut soft = pool("soft", d_series());
+    soft.weight = 50;
+    soft.taints = vec![taint("spare", "", TaintEffect::PreferNoSchedule)];
+    let plain = pool("plain", d_series());
+    let plan = schedule(&snapshot(vec![soft.clone(), plain], vec![pod("p", 500, 0)]));
+    assert_eq!(claim_of(&plan, "p").node_pool, "plain");
+    // Alone, the tainted pool is used once the taint is tolerated.
+    let plan = schedule(&snapshot(vec![soft], vec![pod("p", 500, 0)]));
+    assert_eq!(claim_of(&plan, "p").node_pool, "soft");
+}
+
+fn cheapest_for(op: Operator, values_: &[&str], cpu_milli: i64) -> Result<String, String> {
+    let mut p = pod("p", cpu_milli, 0);
+    p.affinity = node_affinity(vec![req(SKU_CPU, op, values_)]);
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], vec![p]));
+    match plan.new_node_claims.first() {
+        Some(c) => Ok(c.cheapest.as_ref().unwrap().instance_type.clone()),
+        None => Err(plan.unschedulable[0].reason.clone()),
+    }
+}
+
+#[test]
+fn every_requirement_operator() {
+    let ok = |s: &str| Ok::<String, String>(s.to_string());
+    assert_eq!(cheapest_for(Operator::In, &["16"], 500), ok("Standard_D16s_v5"));
+    assert_eq!(cheapest_for(Operator::NotIn, &["2", "4"], 500), ok("Standard_D8s_v5"));
+    assert_eq!(cheapest_for(Operator::Exists, &[], 500), ok("Standard_D2s_v5"));
+    assert_eq!(cheapest_for(Operator::Gt, &["8"], 500), ok("Standard_D16s_v5"));
+    assert_eq!(cheapest_for(Operator::Gte, &["8"], 500), ok("Standard_D8s_v5"));
+    assert_eq!(cheapest_for(Operator::Lt, &["4"], 500), ok("Standard_D2s_v5"));
+    assert_eq!(cheapest_for(Operator::Lte, &["4"], 3000), ok("Standard_D4s_v5"));
+    assert!(cheapest_for(Operator::Lt, &["4"], 3000).is_err());
+    let err = cheapest_for(Operator::DoesNotExist, &[], 500).unwrap_err();
+    assert!(err.contains("karpenter.azure.com/sku-cpu DoesNotExist"), "{err}");
+}
+
+#[test]
+fn undefined_custom_label_cannot_be_required() {
+    let mut p = pod("p", 500, 0);
+    p.node_selector = labels(&[("team", "blue")]);
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], vec![p.clone()]));
+    assert!(reason_of(&plan, "p").contains("no instance type defines label team"));
+    let mut blue = pool("blue", d_series());
+    blue.labels = labels(&[("team", "blue")]);
+    let plan = schedule(&snapshot(vec![blue], vec![p]));
+    assert_eq!(values(claim_of(&plan, "p"), "team"), ["blue"]);
+}
+
+#[test]
+fn existing_nodes_are_used_first_in_order() {
+    let mut s = snapshot(vec![pool("default", d_series())], pods("p", 1, 1500, 0));
+    let mut b = node("b-node", 4, 16, &[]);
+    b.pods = vec![bound("resident", &[])];
+    let a = node("a-node", 1, 4, &[]);
+    let mut tainted = node("0-tainted", 8, 32, &[]);
+    tainted.taints = vec![taint("dedicated", "db", TaintEffect::NoSchedule)];
+    s.nodes = vec![b, a, tainted];
+    let plan = schedule(&s);
+    assert!(plan.new_node_claims.is_empty());
+    assert_eq!(target_of(&plan, "p-0"), Some(&Target::ExistingNode("b-node".into())));
+}
+
+#[test]
+fn startup_taints_do_not_block_in_flight_nodeclaims() {
+    let mut p = pool("default", d_series());
+    let startup = taint("node.cilium.io/agent-not-ready", "true", TaintEffect::NoExecute);
+    p.startup_taints = vec![startup.clone()];
+    let mut s = snapshot(vec![p], pods("p", 1, 500, 0));
+    let mut flight = node("in-flight", 4, 16, &[]);
+    flight.initialized = false;
+    flight.in_flight = true;
+    flight.node_pool = Some("default".into());
+    flight.taints = vec![
+        startup,
+        taint("karpenter.sh/unregistered", "", TaintEffect::NoExecute),
+    ];
+    s.nodes = vec![flight];
+    let plan = schedule(&s);
+    assert_eq!(target_of(&plan, "p-0"), Some(&Target::ExistingNode("in-flight".into())));
+}
+
+#[test]
+fn daemonset_overhead_is_added_to_new_nodeclaims() {
+    let ds = DaemonSet {
+        namespace: "kube-system".into(),
+        name: "agent".into(),
+        requests: res(&[("cpu", 1000)]),
+        ..DaemonSet::default()
+    };
+    let other_arch = DaemonSet {
+        name: "arm-only".into(),
+        requests: res(&[("cpu", 8000)]),
+        node_selector: labels(&[("kubernetes.io/arch", "arm64")]),
+        ..ds.clone()
+    };
+    // Daemonsets are matched against the NodePool's requirements.
+    let mut amd = pool("default", d_series());
+    amd.requirements = vec![req("kubernetes.io/arch", Operator::In, &["amd64"])];
+    let mut s = snapshot(vec![amd], vec![pod("p", 3000, 0)]);
+    let plan = schedule(&s);
+    assert_eq!(claim_of(&plan, "p").instance_types()[0], "Standard_D4s_v5");
+    s.daemon_sets = vec![ds, other_arch];
+    let plan = schedule(&s);
+    let claim = claim_of(&plan, "p");
+    assert_eq!(claim.instance_types()[0], "Standard_D8s_v5");
+    assert_eq!(claim.requests.get("cpu"), Some(&4000));
+}
+
+fn spread_pods(n: usize, key: &str) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = pod(&format!("web-{i}"), 500, 0);
+            p.creation = i as i64;
+            p.labels = labels(&[("app", "web")]);
+            p.topology_spread_constraints = vec![spread(
+                key,
+                1,
+                &[("app", "web")],
+                WhenUnsatisfiable::DoNotSchedule,
+            )];
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn zonal_spread_uses_every_zone() {
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], spread_pods(4, ZONE)));
+    let mut zones: Vec<&str> = (0..4).map(|i| zone_of(claim_of(&plan, &format!("web-{i}")))).collect();
+    zones.sort();
+    assert_eq!(zones, ["zone-1", "zone-1", "zone-2", "zone-3"]);
+}
+
+#[test]
+fn zonal_spread_counts_existing_pods() {
+    let mut s = snapshot(vec![pool("default", d_series())], spread_pods(2, ZONE));
+    let mut n = node("full-zone-1", 1, 1, &[(ZONE, "zone-1")]);
+    n.pods = vec![bound("old-web", &[("app", "web")])];
+    s.nodes = vec![n];
+    let plan = schedule(&s);
+    let mut zones: Vec<&str> = (0..2).map(|i| zone_of(claim_of(&plan, &format!("web-{i}")))).collect();
+    zones.sort();
+    assert_eq!(zones, ["zone-2", "zone-3"]);
+}
+
+#[test]
+fn hostname_spread_and_anti_affinity_need_separate_nodes() {
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], spread_pods(3, HOSTNAME)));
+    assert_eq!(plan.new_node_claims.len(), 3);
+
+    let anti: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("db-{i}"), 500, 0);
+            p.labels = labels(&[("app", "db")]);
+            p.affinity.pod_anti_affinity = Some(PodAffinity {
+                required: vec![term(HOSTNAME, &[("app", "db")])],
+                preferred: Vec::new(),
+            });
+            p
+        })
+        .collect();
+    let mut all = anti;
+    all.extend(pods("filler", 3, 100, 0));
+    let plan = schedule(&snapshot(vec![pool("default", d_series())], all));
+    assert_eq!(plan.new_node_claims.len(), 3, "{plan:#?}");
+    for c in &plan.new_node_claims {
+        assert_eq!(c.pods.iter().filter(|p| p.name.starts_with("db-")).count(), 1);
+    }
+}
+
+#[test]
+fn pod_affinity_follows_existing_pods_zone() {
+    let mut s = snapshot(vec![pool("default", d_series())], Vec::new());
+    let mut n = node("db-node", 1, 1, &[(ZONE, "zone-2")]);
+    n.pods = vec![bound("db", &[("app", "db")])];
+    s.nodes = vec![n];
+    let mut p = pod("client", 2000, 0);
+    p.affinity.pod_affinity = Some(PodAffinity {
+        required: vec![term(ZONE, &[("app", "db")])],
+        preferred: Vec::new(),
+    });
+    s.pods = vec![p];
+    let plan = schedule(&s);
+    assert_eq!(zone_of(claim_of(&plan, "client")), "zone-2");
+}
+
+#[test]
+fn existing_pods_anti_affinity_keeps_new_pods_away() {
+    let mut s = snapshot(vec![pool("default", d_series())], Vec::new());
+    let mut loner = bound("loner", &[("app", "loner")]);
+    loner.pod_anti_affinity = Some(PodAffinity {
+        required: vec![term(ZONE, &[("app", "web")])],
+        preferred: Vec::new(),
+    });
+    let mut n = node("big", 16, 64, &[(ZONE, "zone-1")]);
+    n.pods = vec![loner];
+    s.nodes = vec![n];
+    let mut web = pod("web", 500, 0);
+    web.labels = labels(&[("app", "web")]);
+    s.pods = vec![web, pod("other", 500, 0)];
+    let plan = schedule(&s);
+    assert_eq!(target_of(&plan, "other"), Some(&Target::ExistingNode("big".into())));
+    assert_ne!(zone_of(claim_of(&plan, "web")), "zone-1");
+}
+
+#[test]
+fn host_ports_conflict() {
+    let with_port = |name: &str, port: u16| {
+        let mut p = pod(name, 100, 0);
+        p.host_ports = vec![HostPort {
+            port,
+            protocol: String::new(),
+            host_ip: String::new(),
+        }];
+        p
+    };
+    let plan = schedule(&snapshot(
+        vec![pool("default", d_series())],
+        vec![with_port("a", 80), with_port("b", 80), with_port("c", 443)],
+    ));
+    assert_eq!(plan.new_node_claims.len(), 2, "{plan:#?}");
+    assert_ne!(target_of(&plan, "a"), target_of(&plan, "b"));
+}
+
+#[test]
+fn shuffled_input_gives_the_same_plan() {
+    let mut all = pods("cpu", 4, 1000, GI);
+    all.push(gpu_pod("gpu-0", 1));
+    all.extend(spread_pods(4, ZONE));
+    let s = snapshot(vec![pool("cpu", d_series()), gpu_pool()], all);
+    let mut r = s.clone();
+    r.pods.reverse();
+    r.node_pools.reverse();
+    for p in &mut r.node_pools {
+        p.instance_types.reverse();
+        for t in &mut p.instance_types {
+            t.offerings.reverse();
+        }
+    }
+    let a = serde_json::to_string(&schedule(&s)).unwrap();
+    let b = serde_json::to_string(&schedule(&r)).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn benchmark_snapshot_schedules_every_pod() {
+    let s = bench::scheduling_snapshot(500, 400);
+    let plan = schedule(&s);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable.first());
+    assert_eq!(plan.placements.len(), 500);
+    // 100 hostname anti-affinity pods need 100 nodes at least.
+    assert!(plan.new_node_claims.len() >= 100);
+}
