@@ -3,7 +3,7 @@
 PLUGINS := kwok
 TEST_PLUGINS := misbehave
 CARGO ?= cargo
-WASM_DIR := target/wasm32-wasip2/plugin
+WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 
 .PHONY: plugins test-plugins all test
 

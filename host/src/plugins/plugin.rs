@@ -272,9 +272,11 @@ impl Plugin {
     }
 }
 
-/// A trap's message without wasmtime's backtrace noise, with the cause first.
+/// A trap's message without wasmtime's backtrace noise: what happened, then
+/// the root cause.
 fn trap_message(e: &wasmtime::Error) -> String {
-    let text = format!("{e:#}");
+    let cause = e.root_cause().to_string();
+    let cause = first_line(&cause);
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
         let what = match trap {
             wasmtime::Trap::UnreachableCodeReached => "panicked (wasm `unreachable` trap)",
@@ -283,12 +285,12 @@ fn trap_message(e: &wasmtime::Error) -> String {
             wasmtime::Trap::StackOverflow => "overflowed its stack",
             _ => "trapped",
         };
-        return format!("{what}: {}", first_line(&text));
+        return format!("{what}: {cause}");
     }
-    if text.contains("forcing a memory growth failure") || text.contains("memory minimum size") {
-        return format!("exceeded its memory limit: {}", first_line(&text));
+    if cause.contains("forcing a memory growth failure") || cause.contains("memory minimum size") {
+        return format!("exceeded its memory limit: {cause}");
     }
-    first_line(&text).to_string()
+    cause.to_string()
 }
 
 fn first_line(s: &str) -> &str {
