@@ -42,7 +42,7 @@ pid_alive() {
   [ -f "$1" ] || return 1
   pid=$(cat "$1" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  argv0=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -n 1) || return 1
+  argv0=$({ tr '\0' '\n' < "/proc/$pid/cmdline"; } 2>/dev/null | head -n 1) || return 1
   [ "${argv0##*/}" = "$2" ]
 }
 
