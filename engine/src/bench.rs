@@ -151,7 +151,7 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
             requests: BTreeMap::from([("cpu".to_string(), cpu), ("memory".to_string(), memory)]),
             ..Pod::default()
         };
-        let mut label = |pod: &mut Pod, key: &str, value: &str| {
+        let label = |pod: &mut Pod, key: &str, value: &str| {
             pod.labels.insert(key.to_string(), value.to_string());
         };
         match kind {

@@ -9,6 +9,9 @@ use crate::snapshot::{Operator, Requirement, ResourceList};
 pub struct Plan {
     /// In creation order; [`Target::NewNodeClaim`] indexes into this list.
     pub new_node_claims: Vec<NewNodeClaim>,
+    /// Names that [`NewNodeClaim::instance_types`] index into. Shared so that a
+    /// plan with thousands of NodeClaims of hundreds of types each stays small.
+    pub instance_types: Vec<String>,
     /// Sorted by namespace, name, uid.
     pub placements: Vec<Placement>,
     /// Sorted by namespace, name, uid.
@@ -24,31 +27,54 @@ impl Plan {
             .map(|o| o.price)
             .sum()
     }
+
+    /// The instance type names of a new NodeClaim, cheapest first.
+    pub fn instance_type_names<'a>(
+        &'a self,
+        claim: &'a NewNodeClaim,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        claim
+            .instance_types
+            .iter()
+            .filter_map(|&i| self.instance_types.get(i as usize))
+            .map(String::as_str)
+    }
+
+    /// The full requirements to put on the NodeClaim: [`NewNodeClaim::requirements`]
+    /// plus `node.kubernetes.io/instance-type In [...]` (cheapest first), sorted by key.
+    pub fn node_claim_requirements(&self, claim: &NewNodeClaim) -> Vec<Requirement> {
+        let mut out = claim.requirements.clone();
+        out.retain(|r| r.key != INSTANCE_TYPE);
+        out.push(Requirement {
+            key: INSTANCE_TYPE.to_string(),
+            operator: Operator::In,
+            values: self.instance_type_names(claim).map(str::to_string).collect(),
+            min_values: claim.instance_type_min_values,
+        });
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewNodeClaim {
     pub node_pool: String,
-    /// Sorted by key. Includes `node.kubernetes.io/instance-type In [...]` with the
-    /// compatible types cheapest first, and narrowed zone and capacity type.
+    /// Sorted by key, with zone and capacity type narrowed to what the chosen
+    /// instance types offer. The instance types themselves are in
+    /// `instance_types`; [`Plan::node_claim_requirements`] puts them together.
     pub requirements: Vec<Requirement>,
+    /// Compatible instance types, cheapest first, at most
+    /// `Options::max_instance_types`: indexes into [`Plan::instance_types`].
+    pub instance_types: Vec<u32>,
+    /// `minValues` on the instance-type requirement, if the NodePool sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type_min_values: Option<u32>,
     /// The pods' summed requests plus daemonset overhead.
     pub requests: ResourceList,
     /// The cheapest compatible offering, for display and cost estimates.
     pub cheapest: Option<OfferingChoice>,
     /// The pods that will land here, in scheduling order.
     pub pods: Vec<PodRef>,
-}
-
-impl NewNodeClaim {
-    /// The instance types to launch from, cheapest first.
-    pub fn instance_types(&self) -> &[String] {
-        self.requirements
-            .iter()
-            .find(|r| r.key == INSTANCE_TYPE && r.operator == Operator::In)
-            .map(|r| r.values.as_slice())
-            .unwrap_or(&[])
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

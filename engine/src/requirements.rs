@@ -192,8 +192,30 @@ impl ValueSet {
 
     /// Karpenter's `Intersects` for one key.
     pub(crate) fn compatible(&self, other: &ValueSet, strings: &Interner) -> bool {
-        !self.intersect(other, strings).is_empty()
-            || (self.allows_absence() && other.allows_absence())
+        self.shares_value(other, strings) || (self.allows_absence() && other.allows_absence())
+    }
+
+    /// Whether the intersection is non-empty, without building it.
+    fn shares_value(&self, other: &ValueSet, strings: &Interner) -> bool {
+        match (self.complement, other.complement) {
+            (false, false) => {
+                let (mut i, mut j) = (0, 0);
+                while i < self.values.len() && j < other.values.len() {
+                    match self.values[i].cmp(&other.values[j]) {
+                        std::cmp::Ordering::Less => i += 1,
+                        std::cmp::Ordering::Greater => j += 1,
+                        std::cmp::Ordering::Equal => return true,
+                    }
+                }
+                false
+            }
+            (false, true) => self.values.iter().any(|&v| other.contains(v, strings)),
+            (true, false) => other.values.iter().any(|&v| self.contains(v, strings)),
+            (true, true) => match (max_opt(self.gt, other.gt), min_opt(self.lt, other.lt)) {
+                (Some(g), Some(l)) => l.saturating_sub(g) > 1,
+                _ => true,
+            },
+        }
     }
 
     /// Whether a node with this label value (or without the label) satisfies it.

@@ -268,15 +268,15 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         }
         let zones = values_of(claim, ZONE);
         let cts = values_of(claim, CAPACITY_TYPE);
-        let types = claim.instance_types();
+        let types = types(plan, claim);
         if types.is_empty() {
             return Err(format!("claim {i} has no instance type"));
         }
-        for name in types {
+        for name in &types {
             let t = pool
                 .instance_types
                 .iter()
-                .find(|t| &t.name == name)
+                .find(|t| t.name == *name)
                 .ok_or(format!("{name} not in pool {}", pool.name))?;
             if !covers(&allocatable(t), &need) {
                 return Err(format!("{name} too small for claim {i}: {need:?}"));
@@ -300,7 +300,8 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
                 return Err(format!("claim {i} holds a zonal-spread pod but is not in one zone"));
             }
         }
-        if values_of(claim, INSTANCE_TYPE).is_none() {
+        let full = plan.node_claim_requirements(claim);
+        if !full.iter().any(|r| r.key == INSTANCE_TYPE && r.values.len() == types.len()) {
             return Err("no instance-type requirement".into());
         }
     }
@@ -402,10 +403,9 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
                 .map(|n| n.allocatable.get(res_name).copied().unwrap_or(0))
                 .sum();
             for c in &claims {
-                total += c
-                    .instance_types()
+                total += types(plan, c)
                     .iter()
-                    .filter_map(|name| pool.instance_types.iter().find(|t| &t.name == name))
+                    .filter_map(|name| pool.instance_types.iter().find(|t| t.name == *name))
                     .map(|t| t.capacity.get(res_name).copied().unwrap_or(0))
                     .max()
                     .unwrap_or(0);

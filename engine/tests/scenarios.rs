@@ -16,7 +16,7 @@ fn five_inflate_pods_share_one_cheapest_node() {
     assert_eq!(claim.pods.len(), 5);
     // 5 CPUs plus 100m overhead: an 8-core node is the smallest that fits.
     assert_eq!(
-        claim.instance_types(),
+        types(&plan, claim),
         ["Standard_D8s_v5", "Standard_D16s_v5", "Standard_D32s_v5"]
     );
     let cheapest = claim.cheapest.as_ref().unwrap();
@@ -54,12 +54,12 @@ fn gpu_pod_lands_on_the_gpu_type_and_cpu_pods_do_not() {
     assert!(plan.unschedulable.is_empty(), "{plan:#?}");
     let gpu = claim_of(&plan, "gpu-0");
     assert_eq!(gpu.node_pool, "gpu");
-    assert_eq!(gpu.instance_types(), ["Standard_NC24ads_A100_v4"]);
+    assert_eq!(types(&plan, gpu), ["Standard_NC24ads_A100_v4"]);
     assert_eq!(gpu.requests.get("nvidia.com/gpu"), Some(&1));
     for p in ["cpu-0", "cpu-1"] {
         let c = claim_of(&plan, p);
         assert_eq!(c.node_pool, "cpu");
-        assert!(!c.instance_types().contains(&"Standard_NC24ads_A100_v4".to_string()));
+        assert!(!types(&plan, c).contains(&"Standard_NC24ads_A100_v4"));
     }
 }
 
@@ -123,7 +123,7 @@ fn limits_are_pessimistic_and_explained() {
     assert_eq!(plan.new_node_claims.len(), 1, "{plan:#?}");
     let claim = &plan.new_node_claims[0];
     // D32 exceeds the limit; two 6-CPU pods fit the D16.
-    assert_eq!(claim.instance_types(), ["Standard_D16s_v5"]);
+    assert_eq!(types(&plan, claim), ["Standard_D16s_v5"]);
     assert_eq!(claim.pods.len(), 2);
     assert_eq!(
         reason_of(&plan, "big-2"),
@@ -166,8 +166,11 @@ fn min_values_pool() -> NodePool {
 fn min_values_keeps_enough_types_or_refuses() {
     let plan = schedule(&snapshot(vec![min_values_pool()], vec![pod("small", 1000, 0)]));
     let claim = claim_of(&plan, "small");
-    assert_eq!(claim.instance_types().len(), 5);
-    assert_eq!(requirement(claim, INSTANCE_TYPE).unwrap().min_values, Some(3));
+    assert_eq!(types(&plan, claim).len(), 5);
+    assert_eq!(claim.instance_type_min_values, Some(3));
+    let full = plan.node_claim_requirements(claim);
+    let it = full.iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
+    assert_eq!((it.values.len(), it.min_values), (5, Some(3)));
 
     // Only D16 and D32 hold 10 CPUs: two types, three required.
     let plan = schedule(&snapshot(vec![min_values_pool()], vec![pod("large", 10_000, 0)]));
@@ -177,8 +180,8 @@ fn min_values_keeps_enough_types_or_refuses() {
     s.options.min_values_policy = MinValuesPolicy::BestEffort;
     let plan = schedule(&s);
     let claim = claim_of(&plan, "large");
-    assert_eq!(claim.instance_types().len(), 2);
-    assert_eq!(requirement(claim, INSTANCE_TYPE).unwrap().min_values, Some(2));
+    assert_eq!(types(&plan, claim).len(), 2);
+    assert_eq!(claim.instance_type_min_values, Some(2));
 }
 
 #[test]
@@ -207,7 +210,7 @@ fn unavailable_offerings_are_skipped() {
         vec![wants_spot, spot_in_zone1, pod("any", 300, 0)],
     ));
     let claim = claim_of(&plan, "spot");
-    assert_eq!(claim.instance_types(), ["Standard_D4s_v5"]);
+    assert_eq!(types(&plan, claim), ["Standard_D4s_v5"]);
     assert_eq!(capacity_types(claim), ["spot"]);
     assert_eq!(zone_of(claim), "zone-2");
     assert!(
@@ -367,11 +370,11 @@ fn daemonset_overhead_is_added_to_new_nodeclaims() {
     amd.requirements = vec![req("kubernetes.io/arch", Operator::In, &["amd64"])];
     let mut s = snapshot(vec![amd], vec![pod("p", 3000, 0)]);
     let plan = schedule(&s);
-    assert_eq!(claim_of(&plan, "p").instance_types()[0], "Standard_D4s_v5");
+    assert_eq!(types(&plan, claim_of(&plan, "p"))[0], "Standard_D4s_v5");
     s.daemon_sets = vec![ds, other_arch];
     let plan = schedule(&s);
     let claim = claim_of(&plan, "p");
-    assert_eq!(claim.instance_types()[0], "Standard_D8s_v5");
+    assert_eq!(types(&plan, claim)[0], "Standard_D8s_v5");
     assert_eq!(claim.requests.get("cpu"), Some(&4000));
 }
 

@@ -70,8 +70,11 @@ pub fn schedule_prepared(p: &Prepared) -> Plan {
     let mut plan = Plan::default();
     let mut claim_index = vec![None; st.claims.len()];
     let mut failed_claims: Vec<(usize, String)> = Vec::new();
+    let mut offerings = output::OfferingCache::default();
+    let (names, name_index) = output::name_table(p);
+    plan.instance_types = names;
     for (c, claim) in st.claims.iter().enumerate() {
-        match output::node_claim(p, claim) {
+        match output::node_claim(p, claim, &mut offerings, &name_index) {
             Ok(nc) => {
                 claim_index[c] = Some(plan.new_node_claims.len());
                 plan.new_node_claims.push(nc);

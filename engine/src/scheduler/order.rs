@@ -23,6 +23,11 @@ impl ClaimOrder {
         self.order[i]
     }
 
+    /// Where claim `c` stands in the order.
+    pub(crate) fn position(&self, c: u32) -> u32 {
+        self.pos[c as usize]
+    }
+
     /// Adds claim `c` (ids are dense, in creation order) holding one pod.
     pub(crate) fn push(&mut self, c: u32) {
         debug_assert_eq!(c as usize, self.pos.len());

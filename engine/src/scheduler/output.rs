@@ -1,27 +1,85 @@
 //! Turns the final state into a [`Plan`].
 
-use crate::labels::INSTANCE_TYPE;
+use crate::intern::FxHashMap;
 use crate::plan::{NewNodeClaim, OfferingChoice};
 use crate::requirements::ValueSet;
 use crate::snapshot::{MinValuesPolicy, Requirement};
 
+/// The plan's instance-type name table and, per pool and type, its index.
+pub(crate) fn name_table(p: &Prepared) -> (Vec<String>, Vec<Vec<u32>>) {
+    let mut all: Vec<&str> = p
+        .pools
+        .iter()
+        .flat_map(|pc| pc.types.iter().map(|t| t.name.as_str()))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    let index = p
+        .pools
+        .iter()
+        .map(|pc| {
+            pc.types
+                .iter()
+                .map(|t| all.binary_search(&t.name.as_str()).unwrap_or(0) as u32)
+                .collect()
+        })
+        .collect();
+    (all.into_iter().map(str::to_string).collect(), index)
+}
+
 use super::prepare::{OfferingC, Prepared, offering_fits};
 use super::state::Claim;
 
+/// Per pool and offering-key sets: for each instance type, its available
+/// offerings that fit, cheapest first. NodeClaims share a handful of these.
+#[derive(Default)]
+pub(crate) struct OfferingCache {
+    by_state: FxHashMap<(usize, Vec<Option<ValueSet>>), Vec<Vec<u16>>>,
+}
+
+impl OfferingCache {
+    fn fitting(&mut self, p: &Prepared, claim: &Claim) -> &[Vec<u16>] {
+        let pc = &p.pools[claim.pool];
+        let key: Vec<Option<ValueSet>> = pc
+            .offering_keys
+            .iter()
+            .map(|&k| claim.reqs.get(k).cloned())
+            .collect();
+        self.by_state.entry((claim.pool, key)).or_insert_with(|| {
+            pc.types
+                .iter()
+                .map(|t| {
+                    t.offerings
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, o)| o.available && offering_fits(o, &claim.reqs, &p.strings))
+                        .map(|(i, _)| i as u16)
+                        .collect()
+                })
+                .collect()
+        })
+    }
+}
+
 /// The NodeClaim as the host will create it, or why it cannot be made
 /// (minValues lost when truncating to the cheapest types, Strict policy).
-pub(crate) fn node_claim(p: &Prepared, claim: &Claim) -> Result<NewNodeClaim, String> {
+/// `names[pool][type]`: the type's index in [`crate::Plan::instance_types`].
+pub(crate) fn node_claim(
+    p: &Prepared,
+    claim: &Claim,
+    cache: &mut OfferingCache,
+    names: &[Vec<u32>],
+) -> Result<NewNodeClaim, String> {
     let pc = &p.pools[claim.pool];
     let strings = &p.strings;
+    let fitting = cache.fitting(p, claim);
     let mut types: Vec<(usize, &OfferingC)> = claim
         .mask
         .ones()
         .filter_map(|t| {
-            pc.types[t]
-                .offerings
-                .iter()
-                .find(|o| o.available && offering_fits(o, &claim.reqs, strings))
-                .map(|o| (t, o))
+            fitting[t]
+                .first()
+                .map(|&o| (t, &pc.types[t].offerings[o as usize]))
         })
         .collect();
     types.sort_by(|a, b| {
@@ -56,12 +114,16 @@ pub(crate) fn node_claim(p: &Prepared, claim: &Claim) -> Result<NewNodeClaim, St
     let narrow = |key: u32, set: &ValueSet| -> ValueSet {
         let mut values = Vec::new();
         for (t, _) in &types {
-            for o in &pc.types[*t].offerings {
-                if !(o.available && offering_fits(o, &claim.reqs, strings)) {
-                    continue;
-                }
+            for &o in &fitting[*t] {
+                let o = &pc.types[*t].offerings[o as usize];
                 match o.reqs.get(key).and_then(|s| s.finite_values()) {
-                    Some(v) => values.extend_from_slice(v),
+                    Some(v) => {
+                        for x in v {
+                            if !values.contains(x) {
+                                values.push(*x);
+                            }
+                        }
+                    }
                     None => return set.clone(),
                 }
             }
@@ -89,14 +151,13 @@ pub(crate) fn node_claim(p: &Prepared, claim: &Claim) -> Result<NewNodeClaim, St
             }
         }
     }
-    requirements.push(Requirement {
-        key: INSTANCE_TYPE.to_string(),
-        operator: crate::snapshot::Operator::In,
-        values: types.iter().map(|(t, _)| pc.types[*t].name.clone()).collect(),
-        min_values: None,
-    });
     requirements.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut instance_type_min_values = None;
     for (key, min) in min_values {
+        if key == p.keys.instance_type {
+            instance_type_min_values = Some(min);
+            continue;
+        }
         let name = strings.str(key);
         if let Some(r) = requirements.iter_mut().find(|r| r.key == name) {
             r.min_values = Some(min);
@@ -111,6 +172,8 @@ pub(crate) fn node_claim(p: &Prepared, claim: &Claim) -> Result<NewNodeClaim, St
     Ok(NewNodeClaim {
         node_pool: pc.name.clone(),
         requirements,
+        instance_types: types.iter().map(|(t, _)| names[claim.pool][*t]).collect(),
+        instance_type_min_values,
         requests: p.resources.list(&claim.requests),
         cheapest,
         pods: claim

@@ -25,6 +25,9 @@ pub(crate) struct Claim {
     pub(crate) requests: Vec<i64>,
     pub(crate) ports: Vec<PortC>,
     pub(crate) pods: Vec<u32>,
+    /// Per topology key (`State::topo_keys`): the one domain the claim is
+    /// narrowed to, or `u32::MAX`.
+    fixed: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -52,11 +55,38 @@ impl PoolState {
     }
 }
 
-/// A successful trial of a pod on a NodeClaim, ready to commit.
-pub(crate) struct Attempt {
+/// The outcome of the last successful [`State::try_claim`], ready to commit;
+/// reused between trials so that trying allocates nothing.
+#[derive(Default)]
+struct Scratch {
     changes: Vec<(u32, ValueSet)>,
     mask: Bits,
     requests: Vec<i64>,
+    candidates: Vec<u32>,
+}
+
+/// Why a trial failed: `Permanent` failures cannot turn into successes as the
+/// NodeClaim fills up (it only narrows), so the class skips it from then on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Miss {
+    Permanent,
+    ForNow,
+}
+
+/// A growable bitset over NodeClaim ids.
+#[derive(Debug, Clone, Default)]
+struct ClaimSet(Vec<u64>);
+
+impl ClaimSet {
+    fn has(&self, c: usize) -> bool {
+        self.0.get(c / 64).is_some_and(|w| w & (1 << (c % 64)) != 0)
+    }
+    fn insert(&mut self, c: usize) {
+        if self.0.len() <= c / 64 {
+            self.0.resize(c / 64 + 1, 0);
+        }
+        self.0[c / 64] |= 1 << (c % 64);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +104,22 @@ pub(crate) struct State<'p> {
     pub(crate) claims: Vec<Claim>,
     order: ClaimOrder,
     pub(crate) pools: Vec<PoolState>,
-    /// (class, pool) -> taints tolerated and requirements compatible.
-    pool_ok: FxHashMap<(u32, u32), bool>,
+    /// Per class, per pool: 0 unknown, 1 taints tolerated and requirements
+    /// compatible, 2 not.
+    pool_ok: Vec<Vec<u8>>,
+    /// Per class: NodeClaims it can never join.
+    rejected: Vec<ClaimSet>,
+    /// Per class: a hostname group that needs an empty slot (own anti-affinity,
+    /// or self-selecting spread with maxSkew 1).
+    empty_slot_group: Vec<Option<u32>>,
+    /// Per such group: NodeClaims that may still have none of its pods.
+    free: FxHashMap<u32, Vec<u32>>,
+    scratch: Scratch,
+    /// Non-hostname topology keys, sorted.
+    topo_keys: Vec<u32>,
+    /// For the pod being placed, per topology key: the domains its topology
+    /// rules allow (empty when it has no rule on that key).
+    allowed: Vec<Vec<bool>>,
 }
 
 fn current<'a>(changes: &'a [(u32, ValueSet)], reqs: &'a Reqs, key: u32) -> Option<&'a ValueSet> {
@@ -154,7 +198,17 @@ impl<'p> State<'p> {
             claims: Vec::new(),
             order: ClaimOrder::default(),
             pools,
-            pool_ok: FxHashMap::default(),
+            pool_ok: Vec::new(),
+            rejected: Vec::new(),
+            empty_slot_group: Vec::new(),
+            free: FxHashMap::default(),
+            scratch: Scratch::default(),
+            topo_keys: {
+                let mut k: Vec<u32> = p.universes.keys().copied().collect();
+                k.sort_unstable();
+                k
+            },
+            allowed: Vec::new(),
         }
     }
 
@@ -173,8 +227,33 @@ impl<'p> State<'p> {
             return c;
         }
         let id = self.classes.len() as u32;
-        let class = Class::compile(shape, &self.p.shapes[shape as usize], relax, &self.p.strings);
+        let p = self.p;
+        let class = Class::compile(shape, &p.shapes[shape as usize], relax, &p.strings);
+        let ls = &p.label_sets[class.label_set as usize];
+        let empty_slot = class.owned.iter().copied().find(|&g| {
+            let group = &p.groups[g as usize];
+            group.key == p.keys.hostname
+                && match group.kind {
+                    GroupKind::AntiAffinity => true,
+                    GroupKind::Spread => {
+                        group.max_skew <= 1 && ls.counted_in.binary_search(&g).is_ok()
+                    }
+                    GroupKind::Affinity => false,
+                }
+        });
+        if let Some(g) = empty_slot {
+            if !self.free.contains_key(&g) {
+                let base = self.nodes.len() as u32;
+                let list = (0..self.claims.len() as u32)
+                    .filter(|&c| self.topo.count(g, base + c) == 0)
+                    .collect();
+                self.free.insert(g, list);
+            }
+        }
         self.classes.push(class);
+        self.pool_ok.push(vec![0; p.pools.len()]);
+        self.rejected.push(ClaimSet::default());
+        self.empty_slot_group.push(empty_slot);
         self.class_ids.insert((shape, relax), id);
         id
     }
@@ -188,37 +267,119 @@ impl<'p> State<'p> {
                 return Some(Spot::Node(n));
             }
         }
-        for i in 0..self.order.len() {
-            let c = self.order.at(i) as usize;
-            let pool = self.claims[c].pool;
-            if !self.pool_ok(cls, pool) {
-                continue;
-            }
-            if let Some(att) = self.try_claim(cls, pool, Some(c)) {
-                self.commit_claim(c, att, pod, cls);
-                return Some(Spot::Claim(c));
-            }
+        if let Some(c) = self.place_on_claims(cls) {
+            self.commit_claim(c, pod, cls);
+            return Some(Spot::Claim(c));
         }
         for pool in 0..self.p.pools.len() {
             if !self.pool_ok(cls, pool) || self.pools[pool].nodes_remaining_is_exhausted() {
                 continue;
             }
-            if let Some(att) = self.try_claim(cls, pool, None) {
-                let c = self.create_claim(pool, att, pod, cls);
+            if self.try_claim(cls, pool, None).is_ok() {
+                let c = self.create_claim(pool, pod, cls);
                 return Some(Spot::Claim(c));
             }
         }
         None
     }
 
-    pub(crate) fn pool_ok(&mut self, cls: u32, pool: usize) -> bool {
+    /// Fills `self.allowed` for class `cls`, so NodeClaims narrowed to a
+    /// domain its topology rules forbid are skipped without a trial.
+    fn compute_allowed(&mut self, cls: u32) {
         let p = self.p;
         let class = &self.classes[cls as usize];
-        *self.pool_ok.entry((cls, pool as u32)).or_insert_with(|| {
-            let pc = &p.pools[pool];
-            first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred).is_none()
-                && pc.incompatible_key(&class.reqs, &p.strings).is_none()
+        let ls = &p.label_sets[class.label_set as usize];
+        self.allowed.resize(self.topo_keys.len(), Vec::new());
+        for a in &mut self.allowed {
+            a.clear();
+        }
+        let inverse = ls.counted_in.iter().copied().filter(|&g| {
+            p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
+        });
+        let rules = class.owned.iter().map(|&g| (g, true)).chain(inverse.map(|g| (g, false)));
+        for (g, is_owner) in rules {
+            let key = p.groups[g as usize].key;
+            let Ok(k) = self.topo_keys.binary_search(&key) else {
+                continue;
+            };
+            let out = &mut self.allowed[k];
+            if out.is_empty() {
+                out.resize(p.universes.get(&key).map_or(0, Vec::len), true);
+            }
+            if is_owner {
+                let selects_self = ls.counted_in.binary_search(&g).is_ok();
+                self.topo.allowed(p, g, selects_self, &class.reqs, out);
+            } else {
+                self.topo.allowed_by_owners(g, out);
+            }
+        }
+    }
+
+    /// Whether NodeClaim `c` is narrowed to a domain the pod may not use.
+    fn ruled_out(&self, c: usize) -> bool {
+        let fixed = &self.claims[c].fixed;
+        self.allowed.iter().zip(fixed).any(|(a, &d)| {
+            d != u32::MAX && !a.is_empty() && !a.get(d as usize).copied().unwrap_or(false)
         })
+    }
+
+    /// The first NodeClaim, fewest pods first, that takes the pod.
+    fn place_on_claims(&mut self, cls: u32) -> Option<usize> {
+        self.compute_allowed(cls);
+        if let Some(g) = self.empty_slot_group[cls as usize] {
+            // Only NodeClaims without the group's pods can take it: scan those,
+            // in the same order as the full scan.
+            let base = self.nodes.len() as u32;
+            let mut list = self.free.remove(&g).unwrap_or_default();
+            list.retain(|&c| self.topo.count(g, base + c) == 0);
+            if list.len() * 4 < self.claims.len() {
+                list.sort_unstable_by_key(|&c| self.order.position(c));
+                let found = list.iter().map(|&c| c as usize).find(|&c| self.try_known_claim(cls, c));
+                self.free.insert(g, list);
+                return found;
+            }
+            self.free.insert(g, list);
+        }
+        for i in 0..self.order.len() {
+            let c = self.order.at(i) as usize;
+            if self.try_known_claim(cls, c) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn try_known_claim(&mut self, cls: u32, c: usize) -> bool {
+        if self.rejected[cls as usize].has(c) || self.ruled_out(c) {
+            return false;
+        }
+        let pool = self.claims[c].pool;
+        if !self.pool_ok(cls, pool) {
+            self.rejected[cls as usize].insert(c);
+            return false;
+        }
+        match self.try_claim(cls, pool, Some(c)) {
+            Ok(()) => true,
+            Err(Miss::Permanent) => {
+                self.rejected[cls as usize].insert(c);
+                false
+            }
+            Err(Miss::ForNow) => false,
+        }
+    }
+
+    pub(crate) fn pool_ok(&mut self, cls: u32, pool: usize) -> bool {
+        let p = self.p;
+        let known = self.pool_ok[cls as usize][pool];
+        if known != 0 {
+            return known == 1;
+        }
+        let class = &self.classes[cls as usize];
+        let pc = &p.pools[pool];
+        let ok = first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred).is_none()
+            && pc.incompatible_key(&class.reqs, &p.strings).is_none();
+        self.pool_ok[cls as usize][pool] = if ok { 1 } else { 2 };
+        ok
     }
 
     pub(crate) fn fits_node(&self, n: usize, cls: u32) -> bool {
@@ -270,18 +431,33 @@ impl<'p> State<'p> {
         (self.nodes.len() + self.claims.len()) as u32
     }
 
-    /// Tries the pod on NodeClaim `claim`, or on a fresh one from `pool`.
-    pub(crate) fn try_claim(&mut self, cls: u32, pool: usize, claim: Option<usize>) -> Option<Attempt> {
+    /// Tries the pod on NodeClaim `claim`, or on a fresh one from `pool`; on
+    /// success the result waits in `self.scratch` for a commit.
+    pub(crate) fn try_claim(&mut self, cls: u32, pool: usize, claim: Option<usize>) -> Result<(), Miss> {
+        let mut sc = std::mem::take(&mut self.scratch);
+        let result = self.try_claim_into(cls, pool, claim, &mut sc);
+        self.scratch = sc;
+        result
+    }
+
+    fn try_claim_into(
+        &mut self,
+        cls: u32,
+        pool: usize,
+        claim: Option<usize>,
+        sc: &mut Scratch,
+    ) -> Result<(), Miss> {
+        use Miss::{ForNow, Permanent};
         let p = self.p;
         let pc = &p.pools[pool];
         let class = &self.classes[cls as usize];
         let ps = &mut self.pools[pool];
-        let (reqs, mut mask, base_requests, ports, slot) = match claim {
+        let (reqs, mask, base_requests, ports, slot) = match claim {
             Some(c) => {
                 let cl = &self.claims[c];
                 (
                     &cl.reqs,
-                    cl.mask.clone(),
+                    &cl.mask,
                     cl.requests.as_slice(),
                     cl.ports.as_slice(),
                     (self.nodes.len() + c) as u32,
@@ -289,26 +465,48 @@ impl<'p> State<'p> {
             }
             None => (
                 &pc.reqs,
-                ps.limit_mask.clone(),
+                &ps.limit_mask,
                 pc.daemon_overhead.as_slice(),
                 &[][..],
                 (self.nodes.len() + self.claims.len()) as u32,
             ),
         };
-        if mask.is_empty() {
-            return None;
+        if mask.is_empty() || class.ports.iter().any(|a| ports.iter().any(|b| a.conflicts(b))) {
+            return Err(Permanent);
         }
-        if class.ports.iter().any(|a| ports.iter().any(|b| a.conflicts(b))) {
-            return None;
+        // Hostname rules first: cheap, and final once broken.
+        let ls = &p.label_sets[class.label_set as usize];
+        let inverse = ls.counted_in.iter().copied().filter(|&g| {
+            p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
+        });
+        let rules = class.owned.iter().map(|&g| (g, true)).chain(inverse.map(|g| (g, false)));
+        let mut narrowing = false;
+        for (g, is_owner) in rules.clone() {
+            let group = &p.groups[g as usize];
+            if group.key != p.keys.hostname {
+                narrowing = true;
+                continue;
+            }
+            let ok = if is_owner {
+                let selects_self = ls.counted_in.binary_search(&g).is_ok();
+                self.topo.choose(p, g, selects_self, &class.reqs, &[slot]).is_some()
+            } else {
+                self.topo.owners(g, slot) == 0
+            };
+            if !ok {
+                return Err(if group.kind == GroupKind::Affinity { ForNow } else { Permanent });
+            }
         }
+
+        sc.mask.assign(mask);
+        sc.changes.clear();
         let is_offering_key = |k: u32| pc.offering_keys.binary_search(&k).is_ok();
-        let mut changes: Vec<(u32, ValueSet)> = Vec::new();
         let mut offering_dirty = false;
         for (k, pset) in class.reqs.entries() {
             let new = match reqs.get(*k) {
                 Some(cs) => {
                     if !cs.compatible(pset, &p.strings) {
-                        return None;
+                        return Err(Permanent);
                     }
                     let n = cs.intersect(pset, &p.strings);
                     if &n == cs {
@@ -318,89 +516,75 @@ impl<'p> State<'p> {
                 }
                 None => pset.clone(),
             };
-            mask.and_with(ps.masks.key_mask(p, pool, *k, &new));
+            sc.mask.and_with(ps.masks.key_mask(p, pool, *k, &new));
             offering_dirty |= is_offering_key(*k);
-            changes.push((*k, new));
+            sc.changes.push((*k, new));
         }
         if offering_dirty {
-            mask.and_with(ps.masks.offering_mask(p, pool, |k| current(&changes, reqs, k)));
+            let changes = &sc.changes;
+            sc.mask.and_with(ps.masks.offering_mask(p, pool, |k| current(changes, reqs, k)));
             offering_dirty = false;
         }
-        if mask.is_empty() {
-            return None;
+        if sc.mask.is_empty() {
+            return Err(Permanent);
         }
 
-        // Topology: each group narrows the claim to one domain of its key.
-        let ls = &p.label_sets[class.label_set as usize];
-        let inverse = ls.counted_in.iter().copied().filter(|&g| {
-            p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
-        });
-        let owned = class.owned.iter().copied().map(|g| (g, true));
-        let mut candidates: Vec<u32> = Vec::new();
-        for (g, is_owner) in owned.chain(inverse.map(|g| (g, false))) {
-            let key = p.groups[g as usize].key;
-            if key == p.keys.hostname {
-                let ok = if is_owner {
+        // Other keys: each rule narrows the NodeClaim to one domain.
+        if narrowing {
+            for (g, is_owner) in rules {
+                let key = p.groups[g as usize].key;
+                if key == p.keys.hostname {
+                    continue;
+                }
+                let universe = p.universes.get(&key).map_or(&[][..], Vec::as_slice);
+                sc.candidates.clear();
+                let cur = current(&sc.changes, reqs, key);
+                for (i, &v) in universe.iter().enumerate() {
+                    if cur.is_none_or(|s| s.contains(v, &p.strings))
+                        && sc.mask.intersects(ps.masks.domain_mask(p, pool, key, v))
+                    {
+                        sc.candidates.push(i as u32);
+                    }
+                }
+                let chosen = if is_owner {
                     let selects_self = ls.counted_in.binary_search(&g).is_ok();
-                    self.topo
-                        .choose(p, g, selects_self, &class.reqs, &[slot])
-                        .is_some()
+                    self.topo.choose(p, g, selects_self, &class.reqs, &sc.candidates)
                 } else {
-                    self.topo.owners(g, slot) == 0
-                };
-                if !ok {
-                    return None;
+                    sc.candidates
+                        .iter()
+                        .copied()
+                        .find(|&d| self.topo.owners(g, d) == 0)
                 }
-                continue;
-            }
-            let universe = p.universes.get(&key).map_or(&[][..], Vec::as_slice);
-            candidates.clear();
-            let cur = current(&changes, reqs, key);
-            for (i, &v) in universe.iter().enumerate() {
-                if cur.is_none_or(|s| s.contains(v, &p.strings))
-                    && mask.intersects(ps.masks.domain_mask(p, pool, key, v))
-                {
-                    candidates.push(i as u32);
+                .ok_or(ForNow)?;
+                let value = universe[chosen as usize];
+                if cur.and_then(ValueSet::single_value) != Some(value) {
+                    sc.mask.and_with(ps.masks.domain_mask(p, pool, key, value));
+                    offering_dirty |= is_offering_key(key);
+                    set_change(&mut sc.changes, key, ValueSet::single(value));
                 }
             }
-            let chosen = if is_owner {
-                let selects_self = ls.counted_in.binary_search(&g).is_ok();
-                self.topo
-                    .choose(p, g, selects_self, &class.reqs, &candidates)
-            } else {
-                candidates
-                    .iter()
-                    .copied()
-                    .find(|&d| self.topo.owners(g, d) == 0)
-            }?;
-            let value = universe[chosen as usize];
-            if cur.and_then(ValueSet::single_value) != Some(value) {
-                mask.and_with(ps.masks.domain_mask(p, pool, key, value));
-                offering_dirty |= is_offering_key(key);
-                set_change(&mut changes, key, ValueSet::single(value));
+            if offering_dirty {
+                let changes = &sc.changes;
+                sc.mask.and_with(ps.masks.offering_mask(p, pool, |k| current(changes, reqs, k)));
             }
         }
-        if offering_dirty {
-            mask.and_with(ps.masks.offering_mask(p, pool, |k| current(&changes, reqs, k)));
-        }
-        let mut requests = base_requests.to_vec();
-        add(&mut requests, &class.requests);
-        pc.fit_mask(&requests, &mut mask);
-        if mask.is_empty() {
-            return None;
+        // Once narrowed by topology, a later try may pick another domain.
+        let miss = if narrowing { ForNow } else { Permanent };
+        sc.requests.clear();
+        sc.requests.extend_from_slice(base_requests);
+        add(&mut sc.requests, &class.requests);
+        pc.fit_mask(&sc.requests, &mut sc.mask);
+        if sc.mask.is_empty() {
+            return Err(miss);
         }
         if p.options.min_values_policy == MinValuesPolicy::Strict {
             for &(key, min) in pc.reqs.min_values() {
-                if distinct_values(p, pool, &mask, key) < min as usize {
-                    return None;
+                if distinct_values(p, pool, &sc.mask, key) < min as usize {
+                    return Err(miss);
                 }
             }
         }
-        Some(Attempt {
-            changes,
-            mask,
-            requests,
-        })
+        Ok(())
     }
 
     fn commit_node(&mut self, n: usize, cls: u32) {
@@ -411,33 +595,37 @@ impl<'p> State<'p> {
         self.record(Spot::Node(n), cls);
     }
 
-    fn commit_claim(&mut self, c: usize, att: Attempt, pod: u32, cls: u32) {
+    fn commit_claim(&mut self, c: usize, pod: u32, cls: u32) {
         let class = &self.classes[cls as usize];
         let claim = &mut self.claims[c];
-        for (k, s) in att.changes {
+        let sc = &mut self.scratch;
+        for (k, s) in sc.changes.drain(..) {
             claim.reqs.put(k, s);
         }
-        claim.mask = att.mask;
-        claim.requests = att.requests;
+        std::mem::swap(&mut claim.mask, &mut sc.mask);
+        std::mem::swap(&mut claim.requests, &mut sc.requests);
         claim.ports.extend(class.ports.iter().cloned());
         claim.pods.push(pod);
+        refresh_fixed(self.p, &self.topo_keys, claim);
         self.order.increment(c as u32);
         self.record(Spot::Claim(c), cls);
     }
 
-    fn create_claim(&mut self, pool: usize, att: Attempt, pod: u32, cls: u32) -> usize {
+    fn create_claim(&mut self, pool: usize, pod: u32, cls: u32) -> usize {
         let p = self.p;
         let pc = &p.pools[pool];
         let mut reqs = pc.reqs.clone();
-        for (k, s) in att.changes {
+        let sc = &mut self.scratch;
+        for (k, s) in sc.changes.drain(..) {
             reqs.put(k, s);
         }
+        let mask = sc.mask.clone();
+        let requests = sc.requests.clone();
         // Pessimistic limits: the claim may become its largest remaining type.
         let ps = &mut self.pools[pool];
         for (r, rem) in ps.remaining.iter_mut().enumerate() {
             if let Some(rem) = rem {
-                let largest = att
-                    .mask
+                let largest = mask
                     .ones()
                     .map(|t| pc.capacity_of(t, r))
                     .max()
@@ -451,16 +639,25 @@ impl<'p> State<'p> {
         ps.limit_mask = limit_mask(p, pool, &ps.remaining);
         debug_assert_eq!(self.slot_of_new_claim() as usize, self.nodes.len() + self.claims.len());
         let c = self.claims.len();
-        self.claims.push(Claim {
+        let mut claim = Claim {
             pool,
             reqs,
-            mask: att.mask,
-            requests: att.requests,
+            mask,
+            requests,
             ports: self.classes[cls as usize].ports.clone(),
             pods: vec![pod],
-        });
+            fixed: Vec::new(),
+        };
+        refresh_fixed(p, &self.topo_keys, &mut claim);
+        self.claims.push(claim);
         self.order.push(c as u32);
         self.record(Spot::Claim(c), cls);
+        let slot = (self.nodes.len() + c) as u32;
+        for (&g, list) in self.free.iter_mut() {
+            if self.topo.count(g, slot) == 0 {
+                list.push(c as u32);
+            }
+        }
         c
     }
 
@@ -508,6 +705,18 @@ impl<'p> State<'p> {
                 self.topo.record_owner(g, d);
             }
         }
+    }
+}
+
+fn refresh_fixed(p: &Prepared, topo_keys: &[u32], claim: &mut Claim) {
+    claim.fixed.clear();
+    for &k in topo_keys {
+        let d = claim
+            .reqs
+            .get(k)
+            .and_then(ValueSet::single_value)
+            .and_then(|v| p.domain_index.get(&(k, v)).copied());
+        claim.fixed.push(d.unwrap_or(u32::MAX));
     }
 }
 
@@ -560,3 +769,4 @@ fn limit_mask(p: &Prepared, pool: usize, remaining: &[Option<i64>]) -> Bits {
     }
     m
 }
+

@@ -91,6 +91,49 @@ impl Topology {
         }
     }
 
+    /// Marks in `out` (indexed by domain) where a pod owning group `g` may go,
+    /// whatever the target; false entries rule a domain out.
+    pub(crate) fn allowed(
+        &self,
+        p: &Prepared,
+        g: u32,
+        selects_self: bool,
+        pod_reqs: &crate::requirements::Reqs,
+        out: &mut [bool],
+    ) {
+        let group = &p.groups[g as usize];
+        match group.kind {
+            GroupKind::Spread => {
+                let min = self.spread_min(p, g, pod_reqs);
+                let own = u32::from(selects_self);
+                let skew = group.max_skew.max(0) as u32;
+                for (d, ok) in out.iter_mut().enumerate() {
+                    *ok &= (self.count(g, d as u32) + own).saturating_sub(min) <= skew;
+                }
+            }
+            GroupKind::Affinity => {
+                if !(self.totals[g as usize] == 0 && selects_self) {
+                    for (d, ok) in out.iter_mut().enumerate() {
+                        *ok &= self.count(g, d as u32) > 0;
+                    }
+                }
+            }
+            GroupKind::AntiAffinity => {
+                for (d, ok) in out.iter_mut().enumerate() {
+                    *ok &= self.count(g, d as u32) == 0;
+                }
+            }
+        }
+    }
+
+    /// Like [`Topology::allowed`], for a pod that other pods' anti-affinity
+    /// group `g` selects.
+    pub(crate) fn allowed_by_owners(&self, g: u32, out: &mut [bool]) {
+        for (d, ok) in out.iter_mut().enumerate() {
+            *ok &= self.owners(g, d as u32) == 0;
+        }
+    }
+
     /// Picks the domain among `candidates` (sorted, preferred first) where a pod
     /// owning group `g` may go, or `None`.
     pub(crate) fn choose(

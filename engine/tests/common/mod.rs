@@ -242,3 +242,8 @@ pub fn toleration(key: &str, value: &str) -> Toleration {
 pub fn map<K: Ord, V>(pairs: Vec<(K, V)>) -> BTreeMap<K, V> {
     pairs.into_iter().collect()
 }
+
+/// A new NodeClaim's instance type names, cheapest first.
+pub fn types<'a>(plan: &'a Plan, claim: &'a NewNodeClaim) -> Vec<&'a str> {
+    plan.instance_type_names(claim).collect()
+}
