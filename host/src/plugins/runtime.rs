@@ -100,9 +100,10 @@ impl Runtime {
     pub async fn load(self: &Arc<Self>, name: &str, wasm: &[u8], config: PluginConfig) -> anyhow::Result<Plugin> {
         let sha256 = hex::encode(Sha256::digest(wasm));
         let component = match &self.precompiled {
-            Some(cache) => cache.load(&self.engine, &sha256, wasm)?.0,
-            None => wasmtime::component::Component::new(&self.engine, wasm)?,
-        };
+            Some(cache) => cache.load(&self.engine, &sha256, wasm).map(|(c, _)| c),
+            None => wasmtime::component::Component::new(&self.engine, wasm).map_err(anyhow::Error::from),
+        }
+        .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
         let version = super::inspect::contract_version(&self.engine, &component)
             .with_context(|| format!("plugin {name}"))?;
         let config = Arc::new(config);
