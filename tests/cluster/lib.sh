@@ -87,3 +87,18 @@ stop_cluster() {
   done
   rm -f "$data"/*.pid
 }
+
+# lock_cluster NAME: hold the lock of cluster NAME on fd 8 (until the shell
+# exits or closes fd 8). `down` deletes the lock file while holding it, so after
+# getting the lock, check that it is still the file at that path.
+lock_cluster() {
+  local f=$CLUSTER_STATE_ROOT/.$1.lock deadline=$(($(date +%s) + ${2:-60}))
+  mkdir -p "$CLUSTER_STATE_ROOT"
+  while :; do
+    exec 8>"$f"
+    flock -w "${2:-60}" 8 || die "timed out waiting for the lock of cluster $1"
+    [ "$f" -ef /dev/fd/8 ] && return 0
+    exec 8>&-
+    [ "$(date +%s)" -lt "$deadline" ] || die "timed out waiting for the lock of cluster $1"
+  done
+}
