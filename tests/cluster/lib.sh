@@ -8,7 +8,7 @@ source "$CLUSTER_DIR/versions.env"
 # Use the installed Go as is (never download a toolchain).
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 
-CLUSTER_CACHE_ROOT=${CLUSTER_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-wasm/cluster}
+CLUSTER_CACHE_ROOT=${CLUSTER_CACHE_ROOT:-${KARPENTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-wasm}/cluster}
 CLUSTER_STATE_ROOT=${CLUSTER_STATE_ROOT:-${XDG_RUNTIME_DIR:-/tmp}/karpenter-clusters}
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
