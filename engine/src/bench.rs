@@ -3,7 +3,7 @@
 //!
 //! Deterministic: draws come from splitmix64 seeded with 42.
 
-use std::collections::BTreeMap;
+use crate::map::StringMap;
 
 use crate::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
 use crate::snapshot::{
@@ -82,13 +82,13 @@ pub fn instance_type(i: usize) -> InstanceType {
             Requirement::new("size", Operator::In, &[size]),
         ],
         offerings,
-        capacity: BTreeMap::from([
+        capacity: StringMap::from([
             ("cpu".to_string(), cpu * 1000),
             ("memory".to_string(), memory),
             ("pods".to_string(), 10 * cpu),
         ]),
         overhead: Overhead {
-            kube_reserved: BTreeMap::from([
+            kube_reserved: StringMap::from([
                 ("cpu".to_string(), 100),
                 ("memory".to_string(), 10 * MI),
             ]),
@@ -99,7 +99,7 @@ pub fn instance_type(i: usize) -> InstanceType {
 
 fn selector(key: &str, value: &str) -> Option<LabelSelector> {
     Some(LabelSelector {
-        match_labels: BTreeMap::from([(key.to_string(), value.to_string())]),
+        match_labels: StringMap::from([(key.to_string(), value.to_string())]),
         match_expressions: Vec::new(),
     })
 }
@@ -148,7 +148,7 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
             name: format!("pod-{i}"),
             uid: format!("uid-{i:08}"),
             creation: i as i64,
-            requests: BTreeMap::from([("cpu".to_string(), cpu), ("memory".to_string(), memory)]),
+            requests: StringMap::from([("cpu".to_string(), cpu), ("memory".to_string(), memory)]),
             ..Pod::default()
         };
         let label = |pod: &mut Pod, key: &str, value: &str| {
@@ -182,7 +182,7 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
     Snapshot {
         node_pools: vec![NodePool {
             name: "default".to_string(),
-            limits: BTreeMap::from([
+            limits: StringMap::from([
                 ("cpu".to_string(), 10_000_000 * 1000),
                 ("memory".to_string(), 10_000_000 * GI),
             ]),

@@ -33,6 +33,7 @@
 
 pub mod bench;
 pub mod labels;
+mod map;
 pub mod plan;
 pub mod quantity;
 pub mod snapshot;

@@ -28,6 +28,15 @@ impl Plan {
             .sum()
     }
 
+    /// The pods planned onto a new NodeClaim.
+    pub fn pods_of<'a>(&'a self, claim: &'a NewNodeClaim) -> impl Iterator<Item = &'a PodRef> + 'a {
+        claim
+            .pods
+            .iter()
+            .filter_map(|&i| self.placements.get(i as usize))
+            .map(|p| &p.pod)
+    }
+
     /// The instance type names of a new NodeClaim, cheapest first.
     pub fn instance_type_names<'a>(
         &'a self,
@@ -73,8 +82,9 @@ pub struct NewNodeClaim {
     pub requests: ResourceList,
     /// The cheapest compatible offering, for display and cost estimates.
     pub cheapest: Option<OfferingChoice>,
-    /// The pods that will land here, in scheduling order.
-    pub pods: Vec<PodRef>,
+    /// The pods that will land here, in scheduling order: indexes into
+    /// [`Plan::placements`].
+    pub pods: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,15 +7,15 @@
 //! bytes for `memory` and `ephemeral-storage`, plain counts for everything
 //! else (see [`crate::quantity`]).
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
+pub use crate::map::StringMap;
+
 /// Resource name -> amount in canonical units (`cpu` in millis, bytes, counts).
-pub type ResourceList = BTreeMap<String, i64>;
+pub type ResourceList = StringMap<i64>;
 
 /// Label key -> value.
-pub type Labels = BTreeMap<String, String>;
+pub type Labels = StringMap<String>;
 
 /// Everything one provisioning decision depends on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

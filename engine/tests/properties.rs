@@ -172,7 +172,7 @@ fn tolerated(taints: &[Taint], tolerations: &[Toleration]) -> bool {
 fn allocatable(t: &InstanceType) -> ResourceList {
     let mut a = t.capacity.clone();
     for (k, v) in &t.overhead.kube_reserved {
-        *a.entry(k.clone()).or_default() -= v;
+        *a.entry_or_insert_with(&k, || 0) -= v;
     }
     a
 }
@@ -184,7 +184,7 @@ fn covers(avail: &ResourceList, need: &ResourceList) -> bool {
 
 fn add_into(total: &mut ResourceList, more: &ResourceList) {
     for (k, v) in more {
-        *total.entry(k.clone()).or_default() += v;
+        *total.entry_or_insert_with(&k, || 0) += v;
     }
 }
 
@@ -226,7 +226,7 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
                     .new_node_claims
                     .get(*i)
                     .ok_or(format!("{} on missing claim {i}", pod.name))?;
-                if !claim.pods.iter().any(|p| p.name == pod.name) {
+                if !plan.pods_of(claim).any(|p| p.name == pod.name) {
                     return Err(format!("{} not listed on claim {i}", pod.name));
                 }
                 ("claim".to_string(), i.to_string())
@@ -252,7 +252,7 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         let mut need = ResourceList::new();
         for p in &pods {
             add_into(&mut need, &p.requests);
-            *need.entry("pods".into()).or_default() += 1;
+            *need.entry_or_insert_with("pods", || 0) += 1;
             if !tolerated(&pool.taints, &p.tolerations) {
                 return Err(format!("{} does not tolerate pool {}", p.name, pool.name));
             }
@@ -315,11 +315,11 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         let mut used = ResourceList::new();
         for b in &n.pods {
             add_into(&mut used, &b.requests);
-            *used.entry("pods".into()).or_default() += 1;
+            *used.entry_or_insert_with("pods", || 0) += 1;
         }
         for p in &pods {
             add_into(&mut used, &p.requests);
-            *used.entry("pods".into()).or_default() += 1;
+            *used.entry_or_insert_with("pods", || 0) += 1;
             if !tolerated(&n.taints, &p.tolerations) {
                 return Err(format!("{} does not tolerate node {}", p.name, n.name));
             }
@@ -350,7 +350,7 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
     let mut zones_with_new: BTreeSet<&str> = BTreeSet::new();
     for n in &s.nodes {
         let c = n.pods.iter().filter(|b| b.labels["app"] == "a").count();
-        *zone_counts.entry(&n.labels[ZONE]).or_default() += c;
+        *zone_counts.entry(n.labels[ZONE].as_str()).or_default() += c;
     }
     for (spot, pods) in &on {
         if pods.iter().any(|p| p.labels["app"] == "b") && app_count(spot, "b") > 1 {

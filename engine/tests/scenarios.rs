@@ -436,7 +436,7 @@ fn hostname_spread_and_anti_affinity_need_separate_nodes() {
     let plan = schedule(&snapshot(vec![pool("default", d_series())], all));
     assert_eq!(plan.new_node_claims.len(), 3, "{plan:#?}");
     for c in &plan.new_node_claims {
-        assert_eq!(c.pods.iter().filter(|p| p.name.starts_with("db-")).count(), 1);
+        assert_eq!(plan.pods_of(c).filter(|p| p.name.starts_with("db-")).count(), 1);
     }
 }
 

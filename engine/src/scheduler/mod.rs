@@ -82,8 +82,15 @@ pub fn schedule_prepared(p: &Prepared) -> Plan {
             Err(why) => failed_claims.push((c, why)),
         }
     }
+    // Pod index -> its index in `plan.placements` before sorting.
+    let mut placement_of: Vec<Option<usize>> = vec![None; n];
     for (i, s) in spot.iter().enumerate() {
-        let pod = p.pods[i].pod_ref.clone();
+        let pod = p.pods[i].pod_ref();
+        if matches!(s, Some(Spot::Node(_)))
+            || matches!(s, Some(Spot::Claim(c)) if claim_index[*c].is_some())
+        {
+            placement_of[i] = Some(plan.placements.len());
+        }
         match s {
             Some(Spot::Node(node)) => plan.placements.push(Placement {
                 pod,
@@ -111,7 +118,31 @@ pub fn schedule_prepared(p: &Prepared) -> Plan {
             }
         }
     }
-    plan.placements.sort_by(|a, b| a.pod.cmp(&b.pod));
+    // Placements sorted by pod; NodeClaims list their pods (in scheduling
+    // order) by placement index.
+    let mut by_pod: Vec<(usize, u32)> = plan
+        .placements
+        .iter()
+        .enumerate()
+        .map(|(i, _)| (i, 0))
+        .collect();
+    let mut order: Vec<usize> = (0..plan.placements.len()).collect();
+    order.sort_by(|&a, &b| plan.placements[a].pod.cmp(&plan.placements[b].pod));
+    for (new, &old) in order.iter().enumerate() {
+        by_pod[old].1 = new as u32;
+    }
+    let mut sorted: Vec<Option<Placement>> = plan.placements.drain(..).map(Some).collect();
+    plan.placements = order.iter().filter_map(|&i| sorted[i].take()).collect();
+    for (c, claim) in st.claims.iter().enumerate() {
+        if let Some(idx) = claim_index[c] {
+            plan.new_node_claims[idx].pods = claim
+                .pods
+                .iter()
+                .filter_map(|&pod| placement_of[pod as usize])
+                .map(|i| by_pod[i].1)
+                .collect();
+        }
+    }
     plan.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
     plan
 }

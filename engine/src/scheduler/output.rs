@@ -176,10 +176,7 @@ pub(crate) fn node_claim(
         instance_type_min_values,
         requests: p.resources.list(&claim.requests),
         cheapest,
-        pods: claim
-            .pods
-            .iter()
-            .map(|&i| p.pods[i as usize].pod_ref.clone())
-            .collect(),
+        // Filled in once placements are sorted.
+        pods: Vec::new(),
     })
 }

@@ -29,7 +29,7 @@ const UNLIMITED: i64 = i64::MAX / 4;
 /// A snapshot compiled for scheduling. Build once with [`Prepared::new`],
 /// then call [`crate::schedule_prepared`] as often as needed.
 #[derive(Debug, Clone)]
-pub struct Prepared {
+pub struct Prepared<'s> {
     pub(crate) strings: Interner,
     pub(crate) resources: ResourceNames,
     pub(crate) options: Options,
@@ -38,7 +38,7 @@ pub struct Prepared {
     /// Initialized first, then by name.
     pub(crate) nodes: Vec<NodeC>,
     /// Karpenter's order: CPU desc, memory desc, creation, uid.
-    pub(crate) pods: Vec<PodC>,
+    pub(crate) pods: Vec<PodC<'s>>,
     pub(crate) shapes: Vec<ShapeC>,
     pub(crate) groups: Vec<GroupC>,
     pub(crate) label_sets: Vec<LabelSetC>,
@@ -125,9 +125,19 @@ pub(crate) struct BoundC {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct PodC {
+pub(crate) struct PodC<'s> {
     pub(crate) shape: u32,
-    pub(crate) pod_ref: PodRef,
+    pub(crate) pod: &'s Pod,
+}
+
+impl PodC<'_> {
+    pub(crate) fn pod_ref(&self) -> PodRef {
+        PodRef {
+            namespace: self.pod.namespace.clone(),
+            name: self.pod.name.clone(),
+            uid: self.pod.uid.clone(),
+        }
+    }
 }
 
 /// Everything about a pod that scheduling looks at; identical pods share one.
@@ -443,8 +453,8 @@ impl Builder {
     }
 }
 
-impl Prepared {
-    pub fn new(snapshot: &Snapshot) -> Prepared {
+impl<'s> Prepared<'s> {
+    pub fn new(snapshot: &'s Snapshot) -> Prepared<'s> {
         let mut b = Builder {
             strings: Interner::default(),
             groups: Vec::new(),
@@ -570,14 +580,7 @@ impl Prepared {
                     id
                 }
             };
-            pods.push(PodC {
-                shape,
-                pod_ref: PodRef {
-                    namespace: p.namespace.clone(),
-                    name: p.name.clone(),
-                    uid: p.uid.clone(),
-                },
-            });
+            pods.push(PodC { shape, pod: p });
         }
 
         // Which groups count which pods.

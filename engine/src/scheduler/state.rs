@@ -96,7 +96,7 @@ pub(crate) enum Spot {
 }
 
 pub(crate) struct State<'p> {
-    pub(crate) p: &'p Prepared,
+    pub(crate) p: &'p Prepared<'p>,
     pub(crate) classes: Vec<Class>,
     class_ids: FxHashMap<(u32, Relax), u32>,
     pub(crate) topo: Topology,
@@ -139,7 +139,7 @@ fn set_change(changes: &mut Vec<(u32, ValueSet)>, key: u32, set: ValueSet) {
 }
 
 impl<'p> State<'p> {
-    pub(crate) fn new(p: &'p Prepared) -> Self {
+    pub(crate) fn new(p: &'p Prepared<'p>) -> Self {
         let mut topo = Topology::new(p.groups.len());
         for (n, node) in p.nodes.iter().enumerate() {
             for bp in &node.bound {
