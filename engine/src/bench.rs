@@ -49,7 +49,11 @@ pub fn instance_type(i: usize) -> InstanceType {
     let memory = 2 * cpu * GI;
     let name = format!("fake-it-{i}");
     let price = 0.1 * cpu as f64 + 0.1 * memory as f64 / 1e9;
-    let size = if cpu > 4 && memory > 8 * GI { "large" } else { "small" };
+    let size = if cpu > 4 && memory > 8 * GI {
+        "large"
+    } else {
+        "small"
+    };
     let offerings = [
         ("spot", "test-zone-1"),
         ("spot", "test-zone-2"),
@@ -140,7 +144,11 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
     let generic = pods - 4 * per_kind;
     let mut out = Vec::with_capacity(pods);
     for i in 0..pods {
-        let kind = if i < generic { 0 } else { 1 + (i - generic) / per_kind.max(1) };
+        let kind = if i < generic {
+            0
+        } else {
+            1 + (i - generic) / per_kind.max(1)
+        };
         let cpu = *rng.pick(&CPUS);
         let memory = *rng.pick(&MEMS) * MI;
         let mut pod = Pod {
@@ -155,14 +163,15 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
             pod.labels.insert(key.to_string(), value.to_string());
         };
         match kind {
-            0 => label(&mut pod, "my-label", *rng.pick(&LETTERS)),
+            0 => label(&mut pod, "my-label", LETTERS[rng.below(LETTERS.len())]),
             1 | 2 => {
-                label(&mut pod, "my-label", *rng.pick(&LETTERS));
+                label(&mut pod, "my-label", LETTERS[rng.below(LETTERS.len())]);
                 let key = if kind == 1 { ZONE } else { HOSTNAME };
-                pod.topology_spread_constraints = vec![spread(key, *rng.pick(&LETTERS))];
+                pod.topology_spread_constraints =
+                    vec![spread(key, LETTERS[rng.below(LETTERS.len())])];
             }
             3 => {
-                let v = *rng.pick(&LETTERS);
+                let v = LETTERS[rng.below(LETTERS.len())];
                 label(&mut pod, "my-affininity", v);
                 pod.affinity = Affinity {
                     pod_affinity: Some(affinity_term("my-affininity", v, ZONE)),

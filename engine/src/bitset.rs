@@ -8,6 +8,7 @@ impl Bits {
         Bits(vec![0; len.div_ceil(64)])
     }
 
+    #[cfg(test)]
     pub(crate) fn full(len: usize) -> Self {
         let mut b = Bits::empty(len);
         for i in 0..len {
@@ -24,19 +25,9 @@ impl Bits {
         self.0[i / 64] &= !(1 << (i % 64));
     }
 
-    pub(crate) fn has(&self, i: usize) -> bool {
-        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
-    }
-
     pub(crate) fn and_with(&mut self, other: &Bits) {
         for (a, b) in self.0.iter_mut().zip(&other.0) {
             *a &= *b;
-        }
-    }
-
-    pub(crate) fn or_with(&mut self, other: &Bits) {
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            *a |= *b;
         }
     }
 
@@ -55,10 +46,6 @@ impl Bits {
 
     pub(crate) fn count(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
-    }
-
-    pub(crate) fn first(&self) -> Option<usize> {
-        self.ones().next()
     }
 
     pub(crate) fn ones(&self) -> impl Iterator<Item = usize> + '_ {
@@ -91,6 +78,5 @@ mod tests {
         let mut f = Bits::full(130);
         f.and_with(&b);
         assert_eq!(f, b);
-        assert!(!Bits::full(3).has(3));
     }
 }

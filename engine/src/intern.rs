@@ -77,10 +77,6 @@ impl Interner {
         id
     }
 
-    pub(crate) fn get(&self, s: &str) -> Option<u32> {
-        self.ids.get(s).copied()
-    }
-
     pub(crate) fn str(&self, id: u32) -> &str {
         self.strings.get(id as usize).map_or("", String::as_str)
     }

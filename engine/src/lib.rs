@@ -4,17 +4,24 @@
 //! create, and why the rest cannot be scheduled.
 //!
 //! # Using it
-//! - Build a [`Snapshot`] (plain serde data; quantities via [`quantity`]).
+//! - Build a [`Snapshot`]: plain serde data. Resource amounts are integers in
+//!   canonical units (`cpu` in millis, bytes, counts); [`parse_resource`] turns
+//!   Kubernetes quantity strings into them. Labels and resource lists are
+//!   [`StringMap`]s (collect them from any iterator of pairs).
 //! - Call [`schedule`], or [`Prepared::new`] once and [`schedule_prepared`]
-//!   many times (for example to simulate removing nodes during disruption:
-//!   prepare a snapshot without those nodes and with their pods pending).
-//! - Read [`Plan`]; [`Plan::total_price_per_hour`] sums the cheapest offerings.
+//!   many times. A disruption simulation ("these nodes removed") is a snapshot
+//!   without those nodes and with their pods pending.
+//! - Read the [`Plan`]. A [`NewNodeClaim`] lists its instance types as indexes
+//!   into [`Plan::instance_types`]; [`Plan::node_claim_requirements`] gives the
+//!   full requirement list (with `node.kubernetes.io/instance-type In [...]`,
+//!   cheapest first) to create it with, [`Plan::pods_of`] its pods and
+//!   [`Plan::total_price_per_hour`] the cost of the cheapest offerings.
 //! - [`bench::scheduling_snapshot`] reproduces Karpenter's scheduling benchmark.
 //!
 //! # Where to start reading
 //! `snapshot` and `plan` (the API), then `scheduler` (its module doc lists the
-//! order). The label algebra is `requirements`; `selector`, `taints` and
-//! `resources` are small helpers.
+//! order). The label algebra is `requirements`; `selector`, `taints`,
+//! `resources`, `bitset`, `intern` and `map` are small helpers.
 //!
 //! # Invariants
 //! Architecture Invariant: no I/O, no clock, no randomness, no async. The engine
@@ -27,9 +34,17 @@
 //! through their iteration order.
 //!
 //! Architecture Invariant: Karpenter's behaviour is the reference: pods in
-//! CPU, memory, creation, uid order; existing nodes (initialized first) before
-//! new NodeClaims (fewest pods first) before a new NodeClaim per NodePool
-//! (weight, then name); preferences relaxed one at a time in Karpenter's order.
+//! CPU, memory, creation, uid order; existing nodes (initialized first, then by
+//! name) before NodeClaims made in this run (fewest pods first) before a new
+//! NodeClaim per NodePool (weight, then name); preferences relaxed one at a
+//! time in Karpenter's order; limits subtracted pessimistically (the largest
+//! remaining instance type of each new NodeClaim).
+//!
+//! Architecture Invariant: checks that only get stricter as a NodeClaim fills
+//! (resources, requirements, ports, hostname topology) may be remembered as
+//! permanent failures per pod class; zone-like topology may not, because other
+//! domains' counts move.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod bench;
 pub mod labels;

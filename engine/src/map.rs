@@ -133,7 +133,10 @@ impl<K: Into<String>, V, const N: usize> From<[(K, V); N]> for StringMap<V> {
 
 impl<'a, V> IntoIterator for &'a StringMap<V> {
     type Item = (&'a String, &'a V);
-    type IntoIter = std::iter::Map<std::slice::Iter<'a, (String, V)>, fn(&'a (String, V)) -> (&'a String, &'a V)>;
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, V)>,
+        fn(&'a (String, V)) -> (&'a String, &'a V),
+    >;
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter().map(|(k, v)| (k, v))
     }

@@ -57,7 +57,10 @@ impl Plan {
         out.push(Requirement {
             key: INSTANCE_TYPE.to_string(),
             operator: Operator::In,
-            values: self.instance_type_names(claim).map(str::to_string).collect(),
+            values: self
+                .instance_type_names(claim)
+                .map(str::to_string)
+                .collect(),
             min_values: claim.instance_type_min_values,
         });
         out.sort_by(|a, b| a.key.cmp(&b.key));

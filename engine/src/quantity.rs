@@ -141,7 +141,11 @@ fn parse(input: &str) -> Result<Quantity, &'static str> {
         .ok_or("quantity too large")?;
     if exp10 >= 0 {
         scaled = scaled
-            .checked_mul(10i128.checked_pow(exp10 as u32).ok_or("quantity too large")?)
+            .checked_mul(
+                10i128
+                    .checked_pow(exp10 as u32)
+                    .ok_or("quantity too large")?,
+            )
             .ok_or("quantity too large")?;
     } else {
         let div = 10i128
@@ -206,7 +210,17 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "abc", "1.2.3", "1Qi", "1e", "1e99", ".", "Gi", "99999999999999999999999Ei"] {
+        for bad in [
+            "",
+            "abc",
+            "1.2.3",
+            "1Qi",
+            "1e",
+            "1e99",
+            ".",
+            "Gi",
+            "99999999999999999999999Ei",
+        ] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} parsed");
         }
     }

@@ -170,6 +170,7 @@ impl ValueSet {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         if !self.complement {
             return self.values.is_empty();
@@ -343,10 +344,6 @@ impl Reqs {
         &self.min_values
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Narrows `key` by `set`.
     pub(crate) fn add(&mut self, key: u32, set: &ValueSet, strings: &Interner) {
         match self.entries.binary_search_by_key(&key, |e| e.0) {
@@ -439,7 +436,11 @@ mod tests {
         let b = s.intern("b");
         assert_eq!(ab.intersect(&bc, &s).single_value(), Some(b));
         let not_b = set(Operator::NotIn, &["b"], &mut s);
-        assert!(ab.intersect(&not_b, &s).finite_values().is_some_and(|v| v.len() == 1));
+        assert!(
+            ab.intersect(&not_b, &s)
+                .finite_values()
+                .is_some_and(|v| v.len() == 1)
+        );
         let dne = set(Operator::DoesNotExist, &[], &mut s);
         assert!(dne.compatible(&not_b, &s));
         assert!(!dne.compatible(&ab, &s));

@@ -26,11 +26,7 @@ impl ResourceNames {
                 }
             }
         }
-        let names = fixed
-            .iter()
-            .map(|s| s.to_string())
-            .chain(extra)
-            .collect();
+        let names = fixed.iter().map(|s| s.to_string()).chain(extra).collect();
         ResourceNames { names }
     }
 
@@ -69,7 +65,11 @@ impl ResourceNames {
 
     /// Human form: `cpu 1500m`, `memory 4Gi`, `nvidia.com/gpu 2`.
     pub(crate) fn describe(&self, i: usize, amount: i64) -> String {
-        format!("{} {}", self.names[i], format_amount(&self.names[i], amount))
+        format!(
+            "{} {}",
+            self.names[i],
+            format_amount(&self.names[i], amount)
+        )
     }
 }
 

@@ -27,7 +27,13 @@ impl Selector {
         let mut exprs: Vec<(u32, SelectorOperator, Vec<u32>)> = sel
             .match_labels
             .iter()
-            .map(|(k, v)| (strings.intern(k), SelectorOperator::In, vec![strings.intern(v)]))
+            .map(|(k, v)| {
+                (
+                    strings.intern(k),
+                    SelectorOperator::In,
+                    vec![strings.intern(v)],
+                )
+            })
             .collect();
         for e in &sel.match_expressions {
             let mut values: Vec<u32> = e.values.iter().map(|v| strings.intern(v)).collect();
@@ -35,7 +41,11 @@ impl Selector {
             values.dedup();
             exprs.push((strings.intern(&e.key), e.operator, values));
         }
-        exprs.extend(extra.iter().map(|&(k, v)| (k, SelectorOperator::In, vec![v])));
+        exprs.extend(
+            extra
+                .iter()
+                .map(|&(k, v)| (k, SelectorOperator::In, vec![v])),
+        );
         exprs.sort();
         exprs.dedup();
         Selector {

@@ -20,8 +20,8 @@ pub(crate) fn first_untolerated<'a>(
     tolerate_preferred: bool,
 ) -> Option<&'a Taint> {
     taints.iter().find(|t| {
-        !(tolerate_preferred && t.effect == TaintEffect::PreferNoSchedule)
-            && !tolerations.iter().any(|tol| tolerates(tol, t))
+        let soft = tolerate_preferred && t.effect == TaintEffect::PreferNoSchedule;
+        !soft && !tolerations.iter().any(|tol| tolerates(tol, t))
     })
 }
 

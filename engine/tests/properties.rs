@@ -1,5 +1,6 @@
 //! Properties every plan must have, checked on random snapshots by code that
 //! does not share the engine's internals.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -50,12 +51,20 @@ fn random_snapshot(seed: u64) -> Snapshot {
     for i in 0..rng.below(4) {
         let zone = ZONES[rng.below(3)];
         let name = format!("node-{i}");
-        let mut n = node(&name, 2 + rng.below(8) as i64, 8, &[(ZONE, zone), (HOSTNAME, &name)]);
+        let mut n = node(
+            &name,
+            2 + rng.below(8) as i64,
+            8,
+            &[(ZONE, zone), (HOSTNAME, &name)],
+        );
         if rng.below(3) == 0 {
             n.taints = vec![taint("dedicated", "x", TaintEffect::NoSchedule)];
         }
         for j in 0..rng.below(3) {
-            n.pods.push(bound(&format!("bound-{i}-{j}"), &[("app", APPS[rng.below(4)])]));
+            n.pods.push(bound(
+                &format!("bound-{i}-{j}"),
+                &[("app", APPS[rng.below(4)])],
+            ));
         }
         if let Some(p) = pools.get(rng.below(pools.len() + 1)) {
             n.node_pool = Some(p.name.clone());
@@ -113,8 +122,10 @@ fn random_snapshot(seed: u64) -> Snapshot {
             p.tolerations = vec![toleration("dedicated", "x")];
         }
         if rng.below(5) == 0 {
-            p.node_selector
-                .insert(CAPACITY_TYPE.into(), ["spot", "on-demand"][rng.below(2)].into());
+            p.node_selector.insert(
+                CAPACITY_TYPE.into(),
+                ["spot", "on-demand"][rng.below(2)].into(),
+            );
         }
         if rng.below(6) == 0 {
             p.host_ports = vec![HostPort {
@@ -172,7 +183,7 @@ fn tolerated(taints: &[Taint], tolerations: &[Toleration]) -> bool {
 fn allocatable(t: &InstanceType) -> ResourceList {
     let mut a = t.capacity.clone();
     for (k, v) in &t.overhead.kube_reserved {
-        *a.entry_or_insert_with(&k, || 0) -= v;
+        *a.entry_or_insert_with(k, || 0) -= v;
     }
     a
 }
@@ -184,7 +195,7 @@ fn covers(avail: &ResourceList, need: &ResourceList) -> bool {
 
 fn add_into(total: &mut ResourceList, more: &ResourceList) {
     for (k, v) in more {
-        *total.entry_or_insert_with(&k, || 0) += v;
+        *total.entry_or_insert_with(k, || 0) += v;
     }
 }
 
@@ -213,7 +224,11 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         }
     }
     if seen.len() != s.pods.len() {
-        return Err(format!("{} of {} pods in the plan", seen.len(), s.pods.len()));
+        return Err(format!(
+            "{} of {} pods in the plan",
+            seen.len(),
+            s.pods.len()
+        ));
     }
 
     let mut on: BTreeMap<Spot, Vec<&Pod>> = BTreeMap::new();
@@ -247,7 +262,11 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
             .cloned()
             .unwrap_or_default();
         if pods.len() != claim.pods.len() {
-            return Err(format!("claim {i} lists {} pods, {} placed", claim.pods.len(), pods.len()));
+            return Err(format!(
+                "claim {i} lists {} pods, {} placed",
+                claim.pods.len(),
+                pods.len()
+            ));
         }
         let mut need = ResourceList::new();
         for p in &pods {
@@ -264,7 +283,10 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         }
         need.retain(|_, v| *v != 0);
         if need != claim.requests {
-            return Err(format!("claim {i} requests {:?}, expected {need:?}", claim.requests));
+            return Err(format!(
+                "claim {i} requests {:?}, expected {need:?}",
+                claim.requests
+            ));
         }
         let zones = values_of(claim, ZONE);
         let cts = values_of(claim, CAPACITY_TYPE);
@@ -283,8 +305,12 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
             }
             let offered = t.offerings.iter().any(|o| {
                 o.available
-                    && zones.as_ref().is_none_or(|z| z.contains(&o.zone.as_deref().unwrap_or("")))
-                    && cts.as_ref().is_none_or(|c| c.contains(&o.capacity_type.as_str()))
+                    && zones
+                        .as_ref()
+                        .is_none_or(|z| z.contains(&o.zone.as_deref().unwrap_or("")))
+                    && cts
+                        .as_ref()
+                        .is_none_or(|c| c.contains(&o.capacity_type.as_str()))
             });
             if !offered {
                 return Err(format!("{name} has no available offering for claim {i}"));
@@ -296,12 +322,19 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
                     return Err(format!("{} selector {k}={v} not on claim {i}", p.name));
                 }
             }
-            if p.labels.get("app").is_some_and(|a| a == "a") && zones.as_ref().is_none_or(|z| z.len() != 1) {
-                return Err(format!("claim {i} holds a zonal-spread pod but is not in one zone"));
+            if p.labels.get("app").is_some_and(|a| a == "a")
+                && zones.as_ref().is_none_or(|z| z.len() != 1)
+            {
+                return Err(format!(
+                    "claim {i} holds a zonal-spread pod but is not in one zone"
+                ));
             }
         }
         let full = plan.node_claim_requirements(claim);
-        if !full.iter().any(|r| r.key == INSTANCE_TYPE && r.values.len() == types.len()) {
+        if !full
+            .iter()
+            .any(|r| r.key == INSTANCE_TYPE && r.values.len() == types.len())
+        {
             return Err("no instance-type requirement".into());
         }
     }
@@ -337,10 +370,9 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
     // Topology.
     let app_count = |spot: &Spot, app: &str| -> usize {
         let bound = if spot.0 == "node" {
-            s.nodes
-                .iter()
-                .find(|n| n.name == spot.1)
-                .map_or(0, |n| n.pods.iter().filter(|b| b.labels["app"] == app).count())
+            s.nodes.iter().find(|n| n.name == spot.1).map_or(0, |n| {
+                n.pods.iter().filter(|b| b.labels["app"] == app).count()
+            })
         } else {
             0
         };
@@ -362,9 +394,13 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         let new_a = pods.iter().filter(|p| p.labels["app"] == "a").count();
         if new_a > 0 {
             let zone = if spot.0 == "node" {
-                s.nodes.iter().find(|n| n.name == spot.1).map(|n| n.labels[ZONE].as_str())
+                s.nodes
+                    .iter()
+                    .find(|n| n.name == spot.1)
+                    .map(|n| n.labels[ZONE].as_str())
             } else {
-                let claim = &plan.new_node_claims[spot.1.parse::<usize>().map_err(|e| e.to_string())?];
+                let claim =
+                    &plan.new_node_claims[spot.1.parse::<usize>().map_err(|e| e.to_string())?];
                 values_of(claim, ZONE).and_then(|z| z.first().copied())
             }
             .ok_or("zonal-spread pod without a zone")?;
@@ -411,7 +447,10 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
                     .unwrap_or(0);
             }
             if !claims.is_empty() && total > *limit {
-                return Err(format!("pool {} over its {res_name} limit: {total} > {limit}", pool.name));
+                return Err(format!(
+                    "pool {} over its {res_name} limit: {total} > {limit}",
+                    pool.name
+                ));
             }
         }
     }

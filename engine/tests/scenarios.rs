@@ -1,4 +1,5 @@
 //! One scenario per feature, each with the plan a user would expect.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -10,7 +11,10 @@ const SKU_CPU: &str = "karpenter.azure.com/sku-cpu";
 
 #[test]
 fn five_inflate_pods_share_one_cheapest_node() {
-    let plan = schedule(&snapshot(vec![pool("default", d_series())], pods("inflate", 5, 1000, 0)));
+    let plan = schedule(&snapshot(
+        vec![pool("default", d_series())],
+        pods("inflate", 5, 1000, 0),
+    ));
     assert_eq!(plan.new_node_claims.len(), 1, "{plan:#?}");
     let claim = &plan.new_node_claims[0];
     assert_eq!(claim.pods.len(), 5);
@@ -107,7 +111,10 @@ fn heavier_nodepool_wins_even_when_pricier() {
     cheap.weight = 10;
     let mut premium = pool("premium", pricey);
     premium.weight = 50;
-    let plan = schedule(&snapshot(vec![cheap.clone(), premium.clone()], vec![pod("p", 500, 0)]));
+    let plan = schedule(&snapshot(
+        vec![cheap.clone(), premium.clone()],
+        vec![pod("p", 500, 0)],
+    ));
     assert_eq!(claim_of(&plan, "p").node_pool, "premium");
     // Equal weights: by name.
     premium.weight = 10;
@@ -151,7 +158,10 @@ fn nodes_limit_counts_existing_nodes() {
     }
     let plan = schedule(&s);
     assert_eq!(plan.new_node_claims.len(), 1);
-    assert!(reason_of(&plan, "anti-1").contains("nodes limit is reached"), "{plan:#?}");
+    assert!(
+        reason_of(&plan, "anti-1").contains("nodes limit is reached"),
+        "{plan:#?}"
+    );
 }
 
 fn min_values_pool() -> NodePool {
@@ -164,7 +174,10 @@ fn min_values_pool() -> NodePool {
 
 #[test]
 fn min_values_keeps_enough_types_or_refuses() {
-    let plan = schedule(&snapshot(vec![min_values_pool()], vec![pod("small", 1000, 0)]));
+    let plan = schedule(&snapshot(
+        vec![min_values_pool()],
+        vec![pod("small", 1000, 0)],
+    ));
     let claim = claim_of(&plan, "small");
     assert_eq!(types(&plan, claim).len(), 5);
     assert_eq!(claim.instance_type_min_values, Some(3));
@@ -173,7 +186,10 @@ fn min_values_keeps_enough_types_or_refuses() {
     assert_eq!((it.values.len(), it.min_values), (5, Some(3)));
 
     // Only D16 and D32 hold 10 CPUs: two types, three required.
-    let plan = schedule(&snapshot(vec![min_values_pool()], vec![pod("large", 10_000, 0)]));
+    let plan = schedule(&snapshot(
+        vec![min_values_pool()],
+        vec![pod("large", 10_000, 0)],
+    ));
     assert!(reason_of(&plan, "large").contains("minValues"), "{plan:#?}");
 
     let mut s = snapshot(vec![min_values_pool()], vec![pod("large", 10_000, 0)]);
@@ -218,7 +234,10 @@ fn unavailable_offerings_are_skipped() {
         "{plan:#?}"
     );
     // The unconstrained pod joins the existing claim rather than opening one.
-    assert!(matches!(target_of(&plan, "any"), Some(Target::NewNodeClaim(0))));
+    assert!(matches!(
+        target_of(&plan, "any"),
+        Some(Target::NewNodeClaim(0))
+    ));
 }
 
 #[test]
@@ -294,23 +313,50 @@ fn cheapest_for(op: Operator, values_: &[&str], cpu_milli: i64) -> Result<String
 #[test]
 fn every_requirement_operator() {
     let ok = |s: &str| Ok::<String, String>(s.to_string());
-    assert_eq!(cheapest_for(Operator::In, &["16"], 500), ok("Standard_D16s_v5"));
-    assert_eq!(cheapest_for(Operator::NotIn, &["2", "4"], 500), ok("Standard_D8s_v5"));
-    assert_eq!(cheapest_for(Operator::Exists, &[], 500), ok("Standard_D2s_v5"));
-    assert_eq!(cheapest_for(Operator::Gt, &["8"], 500), ok("Standard_D16s_v5"));
-    assert_eq!(cheapest_for(Operator::Gte, &["8"], 500), ok("Standard_D8s_v5"));
-    assert_eq!(cheapest_for(Operator::Lt, &["4"], 500), ok("Standard_D2s_v5"));
-    assert_eq!(cheapest_for(Operator::Lte, &["4"], 3000), ok("Standard_D4s_v5"));
+    assert_eq!(
+        cheapest_for(Operator::In, &["16"], 500),
+        ok("Standard_D16s_v5")
+    );
+    assert_eq!(
+        cheapest_for(Operator::NotIn, &["2", "4"], 500),
+        ok("Standard_D8s_v5")
+    );
+    assert_eq!(
+        cheapest_for(Operator::Exists, &[], 500),
+        ok("Standard_D2s_v5")
+    );
+    assert_eq!(
+        cheapest_for(Operator::Gt, &["8"], 500),
+        ok("Standard_D16s_v5")
+    );
+    assert_eq!(
+        cheapest_for(Operator::Gte, &["8"], 500),
+        ok("Standard_D8s_v5")
+    );
+    assert_eq!(
+        cheapest_for(Operator::Lt, &["4"], 500),
+        ok("Standard_D2s_v5")
+    );
+    assert_eq!(
+        cheapest_for(Operator::Lte, &["4"], 3000),
+        ok("Standard_D4s_v5")
+    );
     assert!(cheapest_for(Operator::Lt, &["4"], 3000).is_err());
     let err = cheapest_for(Operator::DoesNotExist, &[], 500).unwrap_err();
-    assert!(err.contains("karpenter.azure.com/sku-cpu DoesNotExist"), "{err}");
+    assert!(
+        err.contains("karpenter.azure.com/sku-cpu DoesNotExist"),
+        "{err}"
+    );
 }
 
 #[test]
 fn undefined_custom_label_cannot_be_required() {
     let mut p = pod("p", 500, 0);
     p.node_selector = labels(&[("team", "blue")]);
-    let plan = schedule(&snapshot(vec![pool("default", d_series())], vec![p.clone()]));
+    let plan = schedule(&snapshot(
+        vec![pool("default", d_series())],
+        vec![p.clone()],
+    ));
     assert!(reason_of(&plan, "p").contains("no instance type defines label team"));
     let mut blue = pool("blue", d_series());
     blue.labels = labels(&[("team", "blue")]);
@@ -329,13 +375,20 @@ fn existing_nodes_are_used_first_in_order() {
     s.nodes = vec![b, a, tainted];
     let plan = schedule(&s);
     assert!(plan.new_node_claims.is_empty());
-    assert_eq!(target_of(&plan, "p-0"), Some(&Target::ExistingNode("b-node".into())));
+    assert_eq!(
+        target_of(&plan, "p-0"),
+        Some(&Target::ExistingNode("b-node".into()))
+    );
 }
 
 #[test]
 fn startup_taints_do_not_block_in_flight_nodeclaims() {
     let mut p = pool("default", d_series());
-    let startup = taint("node.cilium.io/agent-not-ready", "true", TaintEffect::NoExecute);
+    let startup = taint(
+        "node.cilium.io/agent-not-ready",
+        "true",
+        TaintEffect::NoExecute,
+    );
     p.startup_taints = vec![startup.clone()];
     let mut s = snapshot(vec![p], pods("p", 1, 500, 0));
     let mut flight = node("in-flight", 4, 16, &[]);
@@ -348,7 +401,10 @@ fn startup_taints_do_not_block_in_flight_nodeclaims() {
     ];
     s.nodes = vec![flight];
     let plan = schedule(&s);
-    assert_eq!(target_of(&plan, "p-0"), Some(&Target::ExistingNode("in-flight".into())));
+    assert_eq!(
+        target_of(&plan, "p-0"),
+        Some(&Target::ExistingNode("in-flight".into()))
+    );
 }
 
 #[test]
@@ -397,8 +453,13 @@ fn spread_pods(n: usize, key: &str) -> Vec<Pod> {
 
 #[test]
 fn zonal_spread_uses_every_zone() {
-    let plan = schedule(&snapshot(vec![pool("default", d_series())], spread_pods(4, ZONE)));
-    let mut zones: Vec<&str> = (0..4).map(|i| zone_of(claim_of(&plan, &format!("web-{i}")))).collect();
+    let plan = schedule(&snapshot(
+        vec![pool("default", d_series())],
+        spread_pods(4, ZONE),
+    ));
+    let mut zones: Vec<&str> = (0..4)
+        .map(|i| zone_of(claim_of(&plan, &format!("web-{i}"))))
+        .collect();
     zones.sort();
     assert_eq!(zones, ["zone-1", "zone-1", "zone-2", "zone-3"]);
 }
@@ -410,14 +471,19 @@ fn zonal_spread_counts_existing_pods() {
     n.pods = vec![bound("old-web", &[("app", "web")])];
     s.nodes = vec![n];
     let plan = schedule(&s);
-    let mut zones: Vec<&str> = (0..2).map(|i| zone_of(claim_of(&plan, &format!("web-{i}")))).collect();
+    let mut zones: Vec<&str> = (0..2)
+        .map(|i| zone_of(claim_of(&plan, &format!("web-{i}"))))
+        .collect();
     zones.sort();
     assert_eq!(zones, ["zone-2", "zone-3"]);
 }
 
 #[test]
 fn hostname_spread_and_anti_affinity_need_separate_nodes() {
-    let plan = schedule(&snapshot(vec![pool("default", d_series())], spread_pods(3, HOSTNAME)));
+    let plan = schedule(&snapshot(
+        vec![pool("default", d_series())],
+        spread_pods(3, HOSTNAME),
+    ));
     assert_eq!(plan.new_node_claims.len(), 3);
 
     let anti: Vec<Pod> = (0..3)
@@ -436,7 +502,12 @@ fn hostname_spread_and_anti_affinity_need_separate_nodes() {
     let plan = schedule(&snapshot(vec![pool("default", d_series())], all));
     assert_eq!(plan.new_node_claims.len(), 3, "{plan:#?}");
     for c in &plan.new_node_claims {
-        assert_eq!(plan.pods_of(c).filter(|p| p.name.starts_with("db-")).count(), 1);
+        assert_eq!(
+            plan.pods_of(c)
+                .filter(|p| p.name.starts_with("db-"))
+                .count(),
+            1
+        );
     }
 }
 
@@ -471,7 +542,10 @@ fn existing_pods_anti_affinity_keeps_new_pods_away() {
     web.labels = labels(&[("app", "web")]);
     s.pods = vec![web, pod("other", 500, 0)];
     let plan = schedule(&s);
-    assert_eq!(target_of(&plan, "other"), Some(&Target::ExistingNode("big".into())));
+    assert_eq!(
+        target_of(&plan, "other"),
+        Some(&Target::ExistingNode("big".into()))
+    );
     assert_ne!(zone_of(claim_of(&plan, "web")), "zone-1");
 }
 
@@ -518,7 +592,11 @@ fn shuffled_input_gives_the_same_plan() {
 fn benchmark_snapshot_schedules_every_pod() {
     let s = bench::scheduling_snapshot(500, 400);
     let plan = schedule(&s);
-    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable.first());
+    assert!(
+        plan.unschedulable.is_empty(),
+        "{:?}",
+        plan.unschedulable.first()
+    );
     assert_eq!(plan.placements.len(), 500);
     // 100 hostname anti-affinity pods need 100 nodes at least.
     assert!(plan.new_node_claims.len() >= 100);

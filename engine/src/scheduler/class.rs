@@ -62,7 +62,6 @@ impl Relax {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Class {
-    pub(crate) shape: u32,
     pub(crate) label_set: u32,
     pub(crate) requests: Vec<i64>,
     /// Node requirements in force.
@@ -81,12 +80,15 @@ fn tail(v: &[u32], dropped: u16) -> &[u32] {
 }
 
 impl Class {
-    pub(crate) fn compile(shape_id: u32, shape: &ShapeC, relax: Relax, strings: &Interner) -> Class {
+    pub(crate) fn compile(shape: &ShapeC, relax: Relax, strings: &Interner) -> Class {
         let mut reqs = shape.selector_reqs.clone();
         if let Some(term) = shape.required_terms.get(usize::from(relax.required_term)) {
             reqs.add_all(term, strings);
         }
-        if let Some(term) = shape.preferred_terms.get(usize::from(relax.pref_node_dropped)) {
+        if let Some(term) = shape
+            .preferred_terms
+            .get(usize::from(relax.pref_node_dropped))
+        {
             reqs.add_all(term, strings);
         }
         let mut owned = Vec::new();
@@ -98,7 +100,6 @@ impl Class {
         anti.extend_from_slice(tail(&shape.anti_preferred, relax.pref_anti_dropped));
         owned.extend_from_slice(&anti);
         Class {
-            shape: shape_id,
             label_set: shape.label_set,
             requests: shape.requests.clone(),
             reqs,

@@ -16,7 +16,10 @@ pub(crate) fn explain(st: &mut State, cls: u32) -> String {
     let mut parts = Vec::new();
     for pool in 0..p.pools.len() {
         let why = pool_reason(st, cls, pool);
-        parts.push(format!("incompatible with nodepool {:?}: {why}", p.pools[pool].name));
+        parts.push(format!(
+            "incompatible with nodepool {:?}: {why}",
+            p.pools[pool].name
+        ));
     }
     parts.join("; ")
 }
@@ -31,7 +34,11 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
     }
     if let Some(k) = pc.incompatible_key(&class.reqs, strings) {
         let key = strings.str(k);
-        let want = class.reqs.get(k).map(|s| s.describe(key, strings)).unwrap_or_default();
+        let want = class
+            .reqs
+            .get(k)
+            .map(|s| s.describe(key, strings))
+            .unwrap_or_default();
         return match pc.reqs.get(k) {
             Some(have) => format!(
                 "requirement {want} not met by the nodepool's {}",
@@ -60,11 +67,19 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
                 .map(|t| pc.types[t].name.as_str())
                 .collect();
             let more = pc.base_mask.count().saturating_sub(names.len());
-            let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+            let tail = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
             return format!(
                 "requirement {} not met by any available instance type ({}{tail})",
                 set.describe(strings.str(*k), strings),
-                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
             );
         }
         mask.and_with(km);
@@ -126,7 +141,11 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
             .collect();
         return format!(
             "all available instance types exceed the nodepool's limits: {}",
-            if over.is_empty() { "combined".to_string() } else { over.join(", ") }
+            if over.is_empty() {
+                "combined".to_string()
+            } else {
+                over.join(", ")
+            }
         );
     }
     let topology: Vec<String> = class

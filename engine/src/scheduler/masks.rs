@@ -9,12 +9,15 @@ use crate::requirements::{Reqs, ValueSet};
 
 use super::prepare::{Prepared, offering_fits};
 
+/// Offering-key sets (one per offering key, `None` when unconstrained).
+type OfferingSets = Vec<Option<ValueSet>>;
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PoolMasks {
     /// (key, set) -> types whose own requirement on key is compatible.
     by_key: FxHashMap<u64, Vec<(u32, ValueSet, Bits)>>,
     /// Offering-key sets -> types with an available compatible offering.
-    by_offering: FxHashMap<u64, Vec<(Vec<Option<ValueSet>>, Bits)>>,
+    by_offering: FxHashMap<u64, Vec<(OfferingSets, Bits)>>,
     /// (key, value) -> types that can carry `key = value`.
     by_domain: FxHashMap<(u32, u32), Bits>,
 }
@@ -26,7 +29,13 @@ fn hash_of(h: impl Hash) -> u64 {
 }
 
 impl PoolMasks {
-    pub(crate) fn key_mask(&mut self, p: &Prepared, pool: usize, key: u32, set: &ValueSet) -> &Bits {
+    pub(crate) fn key_mask(
+        &mut self,
+        p: &Prepared,
+        pool: usize,
+        key: u32,
+        set: &ValueSet,
+    ) -> &Bits {
         let h = hash_of((key, set));
         let bucket = self.by_key.entry(h).or_default();
         let i = match bucket.iter().position(|(k, s, _)| *k == key && s == set) {

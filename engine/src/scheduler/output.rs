@@ -34,8 +34,11 @@ use super::state::Claim;
 /// offerings that fit, cheapest first. NodeClaims share a handful of these.
 #[derive(Default)]
 pub(crate) struct OfferingCache {
-    by_state: FxHashMap<(usize, Vec<Option<ValueSet>>), Vec<Vec<u16>>>,
+    by_state: FxHashMap<OfferingState, Vec<Vec<u16>>>,
 }
+
+/// A pool and its NodeClaim's sets on the offering keys.
+type OfferingState = (usize, Vec<Option<ValueSet>>);
 
 impl OfferingCache {
     fn fitting(&mut self, p: &Prepared, claim: &Claim) -> &[Vec<u16>] {

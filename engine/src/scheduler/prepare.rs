@@ -46,8 +46,6 @@ pub struct Prepared<'s> {
     pub(crate) universes: FxHashMap<u32, Vec<u32>>,
     pub(crate) domain_index: FxHashMap<(u32, u32), u32>,
     pub(crate) keys: KeyIds,
-    /// Sorted ids of [`WELL_KNOWN`].
-    pub(crate) well_known: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -198,8 +196,16 @@ pub(crate) struct PortC {
 
 impl PortC {
     fn new(p: &HostPort) -> Self {
-        let protocol = if p.protocol.is_empty() { "TCP" } else { &p.protocol };
-        let ip = if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip };
+        let protocol = if p.protocol.is_empty() {
+            "TCP"
+        } else {
+            &p.protocol
+        };
+        let ip = if p.host_ip.is_empty() {
+            "0.0.0.0"
+        } else {
+            &p.host_ip
+        };
         PortC {
             port: p.port,
             protocol: protocol.to_string(),
@@ -295,7 +301,10 @@ impl Builder {
         let ns = self.strings.intern(namespace);
         let labels = intern_labels(labels, &mut self.strings);
         let next = self.label_sets.len() as u32;
-        let id = *self.label_set_ids.entry((ns, labels.clone())).or_insert(next);
+        let id = *self
+            .label_set_ids
+            .entry((ns, labels.clone()))
+            .or_insert(next);
         if id == next {
             self.label_sets.push(LabelSetC {
                 namespace: ns,
@@ -310,7 +319,10 @@ impl Builder {
         let mut namespaces: Vec<u32> = if term.namespaces.is_empty() {
             vec![self.strings.intern(namespace)]
         } else {
-            term.namespaces.iter().map(|n| self.strings.intern(n)).collect()
+            term.namespaces
+                .iter()
+                .map(|n| self.strings.intern(n))
+                .collect()
         };
         namespaces.sort_unstable();
         namespaces.dedup();
@@ -546,7 +558,9 @@ impl<'s> Prepared<'s> {
                         .map(|a| {
                             a.required
                                 .iter()
-                                .map(|t| b.affinity_group(GroupKind::AntiAffinity, t, &bp.namespace))
+                                .map(|t| {
+                                    b.affinity_group(GroupKind::AntiAffinity, t, &bp.namespace)
+                                })
                                 .collect()
                         })
                         .unwrap_or_default();
@@ -590,7 +604,8 @@ impl<'s> Prepared<'s> {
                 .iter()
                 .enumerate()
                 .filter(|(_, g)| {
-                    g.namespaces.binary_search(&ls.namespace).is_ok() && g.selector.matches(&ls.labels)
+                    g.namespaces.binary_search(&ls.namespace).is_ok()
+                        && g.selector.matches(&ls.labels)
                 })
                 .map(|(i, _)| i as u32)
                 .collect();
@@ -612,12 +627,7 @@ impl<'s> Prepared<'s> {
             universes,
             domain_index,
             keys,
-            well_known,
         }
-    }
-
-    pub(crate) fn is_well_known(&self, key: u32) -> bool {
-        self.well_known.binary_search(&key).is_ok()
     }
 }
 
@@ -805,7 +815,9 @@ fn build_pool(
         offering_keys: offering_keys.into_iter().collect(),
     };
     for t in 0..n {
-        if pool.type_matches(t, &pool.reqs, &b.strings) && pool.has_offering(t, &pool.reqs, &b.strings) {
+        if pool.type_matches(t, &pool.reqs, &b.strings)
+            && pool.has_offering(t, &pool.reqs, &b.strings)
+        {
             pool.base_mask.set(t);
         }
     }
@@ -827,7 +839,13 @@ impl PoolC {
             .all(|(k, set)| self.type_matches_key(t, *k, set, strings))
     }
 
-    pub(crate) fn type_matches_key(&self, t: usize, key: u32, set: &ValueSet, strings: &Interner) -> bool {
+    pub(crate) fn type_matches_key(
+        &self,
+        t: usize,
+        key: u32,
+        set: &ValueSet,
+        strings: &Interner,
+    ) -> bool {
         match self.types[t].reqs.get(key) {
             Some(ts) => ts.compatible(set, strings),
             // The label comes from the pool, from an offering or is well known,

@@ -219,7 +219,9 @@ impl<'p> State<'p> {
         p.label_sets[class.label_set as usize]
             .counted_in
             .iter()
-            .any(|&g| p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g))
+            .any(|&g| {
+                p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
+            })
     }
 
     pub(crate) fn class_for(&mut self, shape: u32, relax: Relax) -> u32 {
@@ -228,7 +230,7 @@ impl<'p> State<'p> {
         }
         let id = self.classes.len() as u32;
         let p = self.p;
-        let class = Class::compile(shape, &p.shapes[shape as usize], relax, &p.strings);
+        let class = Class::compile(&p.shapes[shape as usize], relax, &p.strings);
         let ls = &p.label_sets[class.label_set as usize];
         let empty_slot = class.owned.iter().copied().find(|&g| {
             let group = &p.groups[g as usize];
@@ -241,8 +243,8 @@ impl<'p> State<'p> {
                     GroupKind::Affinity => false,
                 }
         });
-        if let Some(g) = empty_slot {
-            if !self.free.contains_key(&g) {
+        if let Some(g) = empty_slot.filter(|g| !self.free.contains_key(g)) {
+            {
                 let base = self.nodes.len() as u32;
                 let list = (0..self.claims.len() as u32)
                     .filter(|&c| self.topo.count(g, base + c) == 0)
@@ -296,7 +298,11 @@ impl<'p> State<'p> {
         let inverse = ls.counted_in.iter().copied().filter(|&g| {
             p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
         });
-        let rules = class.owned.iter().map(|&g| (g, true)).chain(inverse.map(|g| (g, false)));
+        let rules = class
+            .owned
+            .iter()
+            .map(|&g| (g, true))
+            .chain(inverse.map(|g| (g, false)));
         for (g, is_owner) in rules {
             let key = p.groups[g as usize].key;
             let Ok(k) = self.topo_keys.binary_search(&key) else {
@@ -334,7 +340,10 @@ impl<'p> State<'p> {
             list.retain(|&c| self.topo.count(g, base + c) == 0);
             if list.len() * 4 < self.claims.len() {
                 list.sort_unstable_by_key(|&c| self.order.position(c));
-                let found = list.iter().map(|&c| c as usize).find(|&c| self.try_known_claim(cls, c));
+                let found = list
+                    .iter()
+                    .map(|&c| c as usize)
+                    .find(|&c| self.try_known_claim(cls, c));
                 self.free.insert(g, list);
                 return found;
             }
@@ -376,7 +385,8 @@ impl<'p> State<'p> {
         }
         let class = &self.classes[cls as usize];
         let pc = &p.pools[pool];
-        let ok = first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred).is_none()
+        let ok = first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred)
+            .is_none()
             && pc.incompatible_key(&class.reqs, &p.strings).is_none();
         self.pool_ok[cls as usize][pool] = if ok { 1 } else { 2 };
         ok
@@ -411,17 +421,21 @@ impl<'p> State<'p> {
                 return false;
             };
             let selects_self = ls.counted_in.binary_search(&g).is_ok();
-            if self.topo.choose(p, g, selects_self, &class.reqs, &[d]).is_none() {
+            if self
+                .topo
+                .choose(p, g, selects_self, &class.reqs, &[d])
+                .is_none()
+            {
                 return false;
             }
         }
         for &g in &ls.counted_in {
-            if p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g) {
-                if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
-                    if self.topo.owners(g, d) > 0 {
-                        return false;
-                    }
-                }
+            let group = &p.groups[g as usize];
+            if group.kind == GroupKind::AntiAffinity
+                && self.topo.has_owners(g)
+                && node_domain(p, n, group.key).is_some_and(|d| self.topo.owners(g, d) > 0)
+            {
+                return false;
             }
         }
         true
@@ -433,7 +447,12 @@ impl<'p> State<'p> {
 
     /// Tries the pod on NodeClaim `claim`, or on a fresh one from `pool`; on
     /// success the result waits in `self.scratch` for a commit.
-    pub(crate) fn try_claim(&mut self, cls: u32, pool: usize, claim: Option<usize>) -> Result<(), Miss> {
+    pub(crate) fn try_claim(
+        &mut self,
+        cls: u32,
+        pool: usize,
+        claim: Option<usize>,
+    ) -> Result<(), Miss> {
         let mut sc = std::mem::take(&mut self.scratch);
         let result = self.try_claim_into(cls, pool, claim, &mut sc);
         self.scratch = sc;
@@ -471,7 +490,12 @@ impl<'p> State<'p> {
                 (self.nodes.len() + self.claims.len()) as u32,
             ),
         };
-        if mask.is_empty() || class.ports.iter().any(|a| ports.iter().any(|b| a.conflicts(b))) {
+        if mask.is_empty()
+            || class
+                .ports
+                .iter()
+                .any(|a| ports.iter().any(|b| a.conflicts(b)))
+        {
             return Err(Permanent);
         }
         // Hostname rules first: cheap, and final once broken.
@@ -479,7 +503,11 @@ impl<'p> State<'p> {
         let inverse = ls.counted_in.iter().copied().filter(|&g| {
             p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
         });
-        let rules = class.owned.iter().map(|&g| (g, true)).chain(inverse.map(|g| (g, false)));
+        let rules = class
+            .owned
+            .iter()
+            .map(|&g| (g, true))
+            .chain(inverse.map(|g| (g, false)));
         let mut narrowing = false;
         for (g, is_owner) in rules.clone() {
             let group = &p.groups[g as usize];
@@ -489,12 +517,18 @@ impl<'p> State<'p> {
             }
             let ok = if is_owner {
                 let selects_self = ls.counted_in.binary_search(&g).is_ok();
-                self.topo.choose(p, g, selects_self, &class.reqs, &[slot]).is_some()
+                self.topo
+                    .choose(p, g, selects_self, &class.reqs, &[slot])
+                    .is_some()
             } else {
                 self.topo.owners(g, slot) == 0
             };
             if !ok {
-                return Err(if group.kind == GroupKind::Affinity { ForNow } else { Permanent });
+                return Err(if group.kind == GroupKind::Affinity {
+                    ForNow
+                } else {
+                    Permanent
+                });
             }
         }
 
@@ -522,7 +556,10 @@ impl<'p> State<'p> {
         }
         if offering_dirty {
             let changes = &sc.changes;
-            sc.mask.and_with(ps.masks.offering_mask(p, pool, |k| current(changes, reqs, k)));
+            sc.mask.and_with(
+                ps.masks
+                    .offering_mask(p, pool, |k| current(changes, reqs, k)),
+            );
             offering_dirty = false;
         }
         if sc.mask.is_empty() {
@@ -548,7 +585,8 @@ impl<'p> State<'p> {
                 }
                 let chosen = if is_owner {
                     let selects_self = ls.counted_in.binary_search(&g).is_ok();
-                    self.topo.choose(p, g, selects_self, &class.reqs, &sc.candidates)
+                    self.topo
+                        .choose(p, g, selects_self, &class.reqs, &sc.candidates)
                 } else {
                     sc.candidates
                         .iter()
@@ -565,7 +603,10 @@ impl<'p> State<'p> {
             }
             if offering_dirty {
                 let changes = &sc.changes;
-                sc.mask.and_with(ps.masks.offering_mask(p, pool, |k| current(changes, reqs, k)));
+                sc.mask.and_with(
+                    ps.masks
+                        .offering_mask(p, pool, |k| current(changes, reqs, k)),
+                );
             }
         }
         // Once narrowed by topology, a later try may pick another domain.
@@ -625,11 +666,7 @@ impl<'p> State<'p> {
         let ps = &mut self.pools[pool];
         for (r, rem) in ps.remaining.iter_mut().enumerate() {
             if let Some(rem) = rem {
-                let largest = mask
-                    .ones()
-                    .map(|t| pc.capacity_of(t, r))
-                    .max()
-                    .unwrap_or(0);
+                let largest = mask.ones().map(|t| pc.capacity_of(t, r)).max().unwrap_or(0);
                 *rem -= largest;
             }
         }
@@ -637,7 +674,10 @@ impl<'p> State<'p> {
             *n -= 1;
         }
         ps.limit_mask = limit_mask(p, pool, &ps.remaining);
-        debug_assert_eq!(self.slot_of_new_claim() as usize, self.nodes.len() + self.claims.len());
+        debug_assert_eq!(
+            self.slot_of_new_claim() as usize,
+            self.nodes.len() + self.claims.len()
+        );
         let c = self.claims.len();
         let mut claim = Claim {
             pool,
@@ -694,7 +734,12 @@ impl<'p> State<'p> {
         let mut domains = Vec::new();
         for &g in &p.label_sets[class.label_set as usize].counted_in {
             let group = &p.groups[g as usize];
-            self.spot_domains(spot, group.key, group.kind == GroupKind::AntiAffinity, &mut domains);
+            self.spot_domains(
+                spot,
+                group.key,
+                group.kind == GroupKind::AntiAffinity,
+                &mut domains,
+            );
             for &d in &domains {
                 self.topo.record(g, d);
             }
@@ -735,11 +780,12 @@ pub(crate) fn distinct_values(p: &Prepared, pool: usize, mask: &Bits, key: u32) 
     let mut seen: Vec<u32> = Vec::new();
     for t in mask.ones() {
         let ty = &pc.types[t];
-        let sets = ty
-            .reqs
-            .get(key)
-            .into_iter()
-            .chain(ty.offerings.iter().filter(|o| o.available).filter_map(|o| o.reqs.get(key)));
+        let sets = ty.reqs.get(key).into_iter().chain(
+            ty.offerings
+                .iter()
+                .filter(|o| o.available)
+                .filter_map(|o| o.reqs.get(key)),
+        );
         for s in sets {
             if let Some(vals) = s.finite_values() {
                 seen.extend_from_slice(vals);
@@ -769,4 +815,3 @@ fn limit_mask(p: &Prepared, pool: usize, remaining: &[Option<i64>]) -> Bits {
     }
     m
 }
-

@@ -1,4 +1,5 @@
 //! Builders for test snapshots.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -38,7 +39,11 @@ pub fn it(name: &str, cpu: i64, mem_gi: i64, price: f64) -> InstanceType {
             req(INSTANCE_TYPE, Operator::In, &[name]),
             req(ARCH, Operator::In, &["amd64"]),
             req(OS, Operator::In, &["linux"]),
-            req("karpenter.azure.com/sku-cpu", Operator::In, &[&cpu.to_string()]),
+            req(
+                "karpenter.azure.com/sku-cpu",
+                Operator::In,
+                &[&cpu.to_string()],
+            ),
         ],
         offerings,
         capacity: res(&[("cpu", cpu * 1000), ("memory", mem_gi * GI), ("pods", 110)]),
@@ -189,7 +194,12 @@ pub fn selector(pairs: &[(&str, &str)]) -> Option<LabelSelector> {
     })
 }
 
-pub fn spread(key: &str, skew: i32, sel: &[(&str, &str)], when: WhenUnsatisfiable) -> TopologySpreadConstraint {
+pub fn spread(
+    key: &str,
+    skew: i32,
+    sel: &[(&str, &str)],
+    when: WhenUnsatisfiable,
+) -> TopologySpreadConstraint {
     TopologySpreadConstraint {
         max_skew: skew,
         topology_key: key.into(),
