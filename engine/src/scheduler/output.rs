@@ -34,14 +34,21 @@ use super::state::Claim;
 /// offerings that fit, cheapest first. NodeClaims share a handful of these.
 #[derive(Default)]
 pub(crate) struct OfferingCache {
-    by_state: FxHashMap<OfferingState, Vec<Vec<u16>>>,
+    by_state: FxHashMap<OfferingState, Fitting>,
+}
+
+/// Per instance type, the available offerings that fit (cheapest first), and
+/// how many zones and capacity types they span over all types.
+struct Fitting {
+    offerings: Vec<Vec<u16>>,
+    spans: [usize; 2],
 }
 
 /// A pool and its NodeClaim's sets on the offering keys.
 type OfferingState = (usize, Vec<Option<ValueSet>>);
 
 impl OfferingCache {
-    fn fitting(&mut self, p: &Prepared, claim: &Claim) -> &[Vec<u16>] {
+    fn fitting(&mut self, p: &Prepared, claim: &Claim) -> &Fitting {
         let pc = &p.pools[claim.pool];
         let key: Vec<Option<ValueSet>> = pc
             .offering_keys
@@ -49,7 +56,8 @@ impl OfferingCache {
             .map(|&k| claim.reqs.get(k).cloned())
             .collect();
         self.by_state.entry((claim.pool, key)).or_insert_with(|| {
-            pc.types
+            let offerings: Vec<Vec<u16>> = pc
+                .types
                 .iter()
                 .map(|t| {
                     t.offerings
@@ -59,7 +67,23 @@ impl OfferingCache {
                         .map(|(i, _)| i as u16)
                         .collect()
                 })
-                .collect()
+                .collect();
+            let span = |key: u32| {
+                let mut seen: Vec<u32> = Vec::new();
+                for (t, offs) in offerings.iter().enumerate() {
+                    for &o in offs {
+                        let o = &pc.types[t].offerings[o as usize];
+                        if let Some(v) = o.reqs.get(key).and_then(|s| s.finite_values()) {
+                            seen.extend_from_slice(v);
+                        }
+                    }
+                }
+                seen.sort_unstable();
+                seen.dedup();
+                seen.len()
+            };
+            let spans = [span(p.keys.zone), span(p.keys.capacity_type)];
+            Fitting { offerings, spans }
         })
     }
 }
@@ -75,7 +99,8 @@ pub(crate) fn node_claim(
 ) -> Result<NewNodeClaim, String> {
     let pc = &p.pools[claim.pool];
     let strings = &p.strings;
-    let fitting = cache.fitting(p, claim);
+    let cached = cache.fitting(p, claim);
+    let fitting = &cached.offerings;
     let mut types: Vec<(usize, &OfferingC)> = claim
         .mask
         .ones()
@@ -115,8 +140,17 @@ pub(crate) fn node_claim(
 
     // Zone and capacity type narrowed to what the kept types' offerings allow.
     let narrow = |key: u32, set: &ValueSet| -> ValueSet {
+        let span = if key == p.keys.zone {
+            cached.spans[0]
+        } else {
+            cached.spans[1]
+        };
         let mut values = Vec::new();
         for (t, _) in &types {
+            if values.len() >= span {
+                // Every value the offerings can have is already in.
+                break;
+            }
             for &o in &fitting[*t] {
                 let o = &pc.types[*t].offerings[o as usize];
                 match o.reqs.get(key).and_then(|s| s.finite_values()) {

@@ -506,7 +506,16 @@ impl<'s> Prepared<'s> {
         let mut ds_in: Vec<_> = snapshot.daemon_sets.iter().collect();
         ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let mut pods_in: Vec<_> = snapshot.pods.iter().collect();
-        pods_in.sort_by(|a, b| pod_order(a, b));
+        // Sort by precomputed CPU and memory; the comparator then rarely
+        // touches strings.
+        let mut keyed: Vec<((i64, i64), &Pod)> =
+            pods_in.iter().map(|p| (pod_cpu_mem(p), *p)).collect();
+        keyed.sort_by(|(ka, a), (kb, b)| {
+            kb.0.cmp(&ka.0)
+                .then(kb.1.cmp(&ka.1))
+                .then_with(|| pod_order(a, b))
+        });
+        let pods_in: Vec<&Pod> = keyed.into_iter().map(|(_, p)| p).collect();
 
         let ds_reqs: Vec<(Reqs, &DaemonSet)> =
             ds_in.iter().map(|d| (b.daemon_reqs(d), *d)).collect();
