@@ -101,8 +101,3 @@ pub(crate) fn sub(a: &mut [i64], b: &[i64]) {
         *x = x.saturating_sub(*y);
     }
 }
-
-/// Whether `need` fits in `avail` for every resource.
-pub(crate) fn fits(need: &[i64], avail: &[i64]) -> bool {
-    need.iter().zip(avail).all(|(n, a)| n <= a)
-}

@@ -601,3 +601,25 @@ fn benchmark_snapshot_schedules_every_pod() {
     // 100 hostname anti-affinity pods need 100 nodes at least.
     assert!(plan.new_node_claims.len() >= 100);
 }
+
+#[test]
+fn prepared_snapshots_can_be_scheduled_again() {
+    // What a disruption simulation does: the same cluster without a node, its
+    // pods pending again.
+    let mut s = snapshot(vec![pool("default", d_series())], Vec::new());
+    let mut keep = node("keep", 4, 16, &[]);
+    keep.pods = vec![bound("stays", &[])];
+    s.nodes = vec![keep, node("remove-me", 4, 16, &[])];
+    s.pods = pods("evicted", 2, 1000, GI);
+    let prepared = Prepared::new(&s);
+    let first = schedule_prepared(&prepared);
+    assert_eq!(first, schedule_prepared(&prepared));
+    assert_eq!(first, schedule(&s));
+    assert!(first.new_node_claims.is_empty());
+    assert!(
+        first
+            .placements
+            .iter()
+            .all(|p| p.target == Target::ExistingNode("keep".into()))
+    );
+}

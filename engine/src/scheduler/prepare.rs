@@ -505,7 +505,7 @@ impl<'s> Prepared<'s> {
         });
         let mut ds_in: Vec<_> = snapshot.daemon_sets.iter().collect();
         ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let mut pods_in: Vec<_> = snapshot.pods.iter().collect();
+        let pods_in: Vec<_> = snapshot.pods.iter().collect();
         // Sort by precomputed CPU and memory; the comparator then rarely
         // touches strings.
         let mut keyed: Vec<((i64, i64), &Pod)> =

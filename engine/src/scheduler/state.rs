@@ -4,7 +4,7 @@
 use crate::bitset::Bits;
 use crate::intern::FxHashMap;
 use crate::requirements::{Reqs, ValueSet};
-use crate::resources::{add, fits};
+use crate::resources::add;
 use crate::selector::label_value;
 use crate::snapshot::MinValuesPolicy;
 use crate::taints::first_untolerated;
@@ -410,9 +410,14 @@ impl<'p> State<'p> {
         if !class.reqs.matches_labels(&node.labels, &p.strings) {
             return false;
         }
-        let mut need = st.used.clone();
-        add(&mut need, &class.requests);
-        if !fits(&need, &node.allocatable) {
+        // Checked in place: this runs for every pod on every existing node.
+        let fits = st
+            .used
+            .iter()
+            .zip(&class.requests)
+            .zip(&node.allocatable)
+            .all(|((u, r), a)| u.saturating_add(*r) <= *a);
+        if !fits {
             return false;
         }
         let ls = &p.label_sets[class.label_set as usize];
