@@ -6,3 +6,5 @@ pub mod bench;
 pub mod cli;
 pub mod crds;
 pub mod plugins;
+pub mod simulate;
+pub mod snapshot;

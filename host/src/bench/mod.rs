@@ -2,4 +2,5 @@
 //! measured the same way every time.
 
 pub mod plugins;
+pub mod scheduling;
 pub mod slow_server;

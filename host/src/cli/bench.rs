@@ -9,6 +9,18 @@ use std::time::Duration;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// The provisioning scheduler on Karpenter's benchmark shape.
+    Scheduling {
+        #[arg(long, default_value_t = 20_000)]
+        pods: usize,
+        #[arg(long, default_value_t = 400)]
+        instance_types: usize,
+        /// Runs to take the fastest of.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Plugin runtime: sizes, load, call overhead, concurrent creates.
     Plugins {
         #[arg(long, default_value = "target/plugins")]
@@ -26,6 +38,25 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
+        BenchCommand::Scheduling { pods, instance_types, runs, output } => {
+            let r = bench::scheduling::run(pods, instance_types, runs);
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "pods {}  instance types {}  nodes launched {}  unschedulable {}  total ${:.2}/h  {:.4} s  {:.0} pods/s  peak RSS {}",
+                    r.pods,
+                    r.instance_types,
+                    r.node_claims,
+                    r.unschedulable,
+                    r.total_price_per_hour,
+                    r.seconds,
+                    r.pods_per_second,
+                    r.peak_rss_mib.map(|m| format!("{m:.0} MiB")).unwrap_or_else(|| "n/a".into())
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Plugins { plugins_dir, creates, http_wait_ms, output } => {
             let report = bench::plugins::run(bench::plugins::Options {
                 plugins_dir: &plugins_dir,

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod files;
 pub mod plugin;
+pub mod simulate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -40,6 +41,8 @@ pub enum Command {
     /// Inspect and call provider plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Print the NodeClaims the provisioner would create for some manifests.
+    Simulate(simulate::SimulateArgs),
     /// Benchmarks of the engine and the plugin runtime.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -58,6 +61,7 @@ pub fn init_logging(cli: &Cli) {
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plugin(cmd) => plugin::run(cmd).await,
+        Command::Simulate(args) => simulate::run(args).await,
         Command::Bench(cmd) => bench::run(cmd).await,
     }
 }

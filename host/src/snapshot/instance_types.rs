@@ -1,0 +1,56 @@
+//! Instance types from a plugin into the engine.
+
+use crate::plugins::wit;
+use anyhow::Context;
+use engine::{InstanceType, Offering, Operator, Overhead, Requirement, ResourceList};
+
+pub fn operator(op: wit::Operator) -> Operator {
+    match op {
+        wit::Operator::In => Operator::In,
+        wit::Operator::NotIn => Operator::NotIn,
+        wit::Operator::Exists => Operator::Exists,
+        wit::Operator::DoesNotExist => Operator::DoesNotExist,
+        wit::Operator::Gt => Operator::Gt,
+        wit::Operator::Lt => Operator::Lt,
+        wit::Operator::Gte => Operator::Gte,
+        wit::Operator::Lte => Operator::Lte,
+    }
+}
+
+pub fn requirement(r: &wit::Requirement) -> Requirement {
+    Requirement { key: r.key.clone(), operator: operator(r.operator), values: r.values.clone(), min_values: r.min_values }
+}
+
+pub fn resources(list: &[(String, String)]) -> anyhow::Result<ResourceList> {
+    list.iter()
+        .map(|(k, v)| Ok((k.clone(), engine::parse_resource(k, v).with_context(|| format!("resource {k}"))?)))
+        .collect()
+}
+
+pub fn instance_type(it: &wit::InstanceType) -> anyhow::Result<InstanceType> {
+    let build = || -> anyhow::Result<InstanceType> {
+        Ok(InstanceType {
+            name: it.name.clone(),
+            requirements: it.requirements.iter().map(requirement).collect(),
+            offerings: it
+                .offerings
+                .iter()
+                .map(|o| Offering {
+                    zone: Some(o.zone.clone()),
+                    capacity_type: o.capacity_type.clone(),
+                    price: o.price,
+                    available: o.available,
+                    reservation_capacity: o.reservation_capacity,
+                    requirements: o.requirements.iter().map(requirement).collect(),
+                })
+                .collect(),
+            capacity: resources(&it.capacity).context("capacity")?,
+            overhead: Overhead {
+                kube_reserved: resources(&it.overhead.kube_reserved).context("kube-reserved")?,
+                system_reserved: resources(&it.overhead.system_reserved).context("system-reserved")?,
+                eviction_threshold: resources(&it.overhead.eviction_threshold).context("eviction-threshold")?,
+            },
+        })
+    };
+    build().with_context(|| format!("instance type {}", it.name))
+}

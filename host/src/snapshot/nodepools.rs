@@ -1,0 +1,36 @@
+//! NodePools, with the instance types their plugin offers, into the engine.
+
+use super::{instance_types, nodes};
+use crate::crds::NodePool;
+use crate::plugins::wit;
+use anyhow::Context;
+
+pub fn node_pool(np: &NodePool, types: &[wit::InstanceType]) -> anyhow::Result<engine::NodePool> {
+    let name = np.metadata.name.clone().unwrap_or_default();
+    let spec = &np.spec.template.spec;
+    let build = || -> anyhow::Result<engine::NodePool> {
+        let requirements = spec
+            .requirements
+            .iter()
+            .map(|r| {
+                Ok(engine::Requirement {
+                    key: r.key.clone(),
+                    operator: instance_types::operator(crate::plugins::objects::operator(&r.operator)?),
+                    values: r.values.clone(),
+                    min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(engine::NodePool {
+            name: name.clone(),
+            weight: np.spec.weight.unwrap_or(0),
+            labels: super::labels(np.spec.template.metadata.as_ref().map(|m| &m.labels)),
+            taints: spec.taints.iter().map(nodes::taint).collect::<anyhow::Result<_>>()?,
+            startup_taints: spec.startup_taints.iter().map(nodes::taint).collect::<anyhow::Result<_>>()?,
+            requirements,
+            limits: super::resource_list(np.spec.limits.as_ref()).context("limits")?,
+            instance_types: types.iter().map(instance_types::instance_type).collect::<anyhow::Result<_>>()?,
+        })
+    };
+    build().with_context(|| format!("nodepool {name}"))
+}

@@ -1,0 +1,83 @@
+//! `karpenter simulate` end to end over real plugins: manifests in, a plan
+//! and reasons out.
+
+mod common;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use karpenter::plugins::Registry;
+use karpenter::simulate::{self, manifests::Manifests};
+use std::path::PathBuf;
+
+async fn registry() -> std::sync::Arc<Registry> {
+    common::plugin_wasm("kwok"); // fails with a clear message if not built
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    Registry::open(common::runtime(), Dir::open_ambient_dir(dir, ambient_authority()).expect("plugins dir"))
+        .await
+        .expect("registry")
+}
+
+fn example(extra: &str) -> Manifests {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/kwok");
+    let mut m = Manifests::default();
+    for f in ["nodeclass.yaml", "nodepool.yaml", "inflate.yaml"] {
+        m.add_yaml(f, &std::fs::read_to_string(root.join(f)).expect("example")).expect("parses");
+    }
+    if !extra.is_empty() {
+        m.add_yaml("extra", extra).expect("extra parses");
+    }
+    m
+}
+
+#[tokio::test]
+async fn inflate_lands_on_one_cheapest_node_that_fits() {
+    let sim = simulate::run(&example(""), &*registry().await).await.expect("simulates");
+    assert_eq!(sim.pod_count, 5);
+    assert!(sim.plan.unschedulable.is_empty(), "{:?}", sim.plan.unschedulable);
+    assert_eq!(sim.plan.new_node_claims.len(), 1);
+    let claim = &sim.plan.new_node_claims[0];
+    let cheapest = claim.cheapest.as_ref().expect("an offering");
+    // Five CPUs plus overhead need the 8-CPU compute-optimized amd64 Linux type, on demand as the pool asks.
+    assert_eq!(cheapest.instance_type, "c-8x-amd64-linux");
+    assert_eq!(cheapest.capacity_type, "on-demand");
+    let types: Vec<&str> = sim.plan.instance_type_names(claim).collect();
+    assert!(types.iter().all(|t| t.ends_with("-amd64-linux")), "{types:?}");
+    assert!(!types.contains(&"c-4x-amd64-linux"), "a 4-CPU type cannot hold 5 CPUs");
+}
+
+#[tokio::test]
+async fn a_pod_nothing_can_host_gets_a_reason() {
+    let huge = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: huge, namespace: default}
+spec:
+  containers:
+    - name: c
+      image: x
+      resources: {requests: {cpu: "500"}}
+"#;
+    let sim = simulate::run(&example(huge), &*registry().await).await.expect("simulates");
+    assert_eq!(sim.plan.unschedulable.len(), 1);
+    let u = &sim.plan.unschedulable[0];
+    assert_eq!(u.pod.name, "huge");
+    assert!(u.reason.contains("cpu"), "{}", u.reason);
+    assert_eq!(sim.plan.new_node_claims.len(), 1, "the inflate pods still get their node");
+}
+
+#[tokio::test]
+async fn a_nodepool_whose_nodeclass_has_no_plugin_is_a_clear_error() {
+    let other = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: elsewhere}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: example.com, kind: OtherNodeClass, name: x}
+      requirements: []
+"#;
+    let err = simulate::run(&example(other), &*registry().await).await.err().expect("fails");
+    let text = format!("{err:#}");
+    assert!(text.contains("nodepool elsewhere: no plugin serves example.com/OtherNodeClass"), "{text}");
+}
