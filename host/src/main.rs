@@ -5,7 +5,10 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = karpenter::cli::Cli::parse();
     karpenter::cli::init_logging(&cli);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

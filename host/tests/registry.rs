@@ -32,42 +32,93 @@ async fn a_configmap_update_swaps_the_plugin_and_keeps_in_flight_calls_working()
     let tmp = tempfile::tempdir().expect("tempdir");
     let kwok = common::plugin_wasm("kwok");
     let misbehave = common::plugin_wasm("misbehave");
-    publish(tmp.path(), "2026_11_30_01", &[("cloud.wasm", &kwok), ("cloud.yaml", b"memoryMib: 64\n")]);
+    publish(
+        tmp.path(),
+        "2026_11_30_01",
+        &[("cloud.wasm", &kwok), ("cloud.yaml", b"memoryMib: 64\n")],
+    );
 
     let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
-    let registry = Registry::open(common::runtime(), dir).await.expect("registry");
+    let registry = Registry::open(common::runtime(), dir)
+        .await
+        .expect("registry");
     let before = registry.get("cloud").expect("loaded");
     assert_eq!(before.metadata.name, "kwok");
-    assert!(registry.for_node_class("karpenter.kwok.sh", "KWOKNodeClass").is_some());
+    assert!(
+        registry
+            .for_node_class("karpenter.kwok.sh", "KWOKNodeClass")
+            .is_some()
+    );
 
     // Nothing changed: nothing reloads.
-    assert_eq!(registry.reload().await.expect("reload"), ReloadReport::default());
+    assert_eq!(
+        registry.reload().await.expect("reload"),
+        ReloadReport::default()
+    );
 
-    publish(tmp.path(), "2026_11_30_02", &[("cloud.wasm", &misbehave), ("cloud.yaml", b"memoryMib: 64\n")]);
+    publish(
+        tmp.path(),
+        "2026_11_30_02",
+        &[
+            ("cloud.wasm", &misbehave),
+            ("cloud.yaml", b"memoryMib: 64\n"),
+        ],
+    );
     let report = registry.reload().await.expect("reload");
     assert_eq!(report.loaded, vec!["cloud".to_string()]);
     let after = registry.get("cloud").expect("still loaded");
     assert_eq!(after.metadata.name, "misbehave");
-    assert!(registry.for_node_class("karpenter.kwok.sh", "KWOKNodeClass").is_none());
+    assert!(
+        registry
+            .for_node_class("karpenter.kwok.sh", "KWOKNodeClass")
+            .is_none()
+    );
     // A caller holding the old plugin still gets answers from it.
-    assert_eq!(before.repair_policies().await.expect("old plugin still answers").len(), 1);
+    assert_eq!(
+        before
+            .repair_policies()
+            .await
+            .expect("old plugin still answers")
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
 async fn a_broken_update_keeps_the_previous_plugin_and_reports_why() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    publish(tmp.path(), "v1", &[("cloud.wasm", &common::plugin_wasm("kwok"))]);
+    publish(
+        tmp.path(),
+        "v1",
+        &[("cloud.wasm", &common::plugin_wasm("kwok"))],
+    );
     let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
-    let registry = Registry::open(common::runtime(), dir).await.expect("registry");
+    let registry = Registry::open(common::runtime(), dir)
+        .await
+        .expect("registry");
 
     publish(tmp.path(), "v2", &[("cloud.wasm", b"not wasm at all")]);
     let report = registry.reload().await.expect("reload");
     assert_eq!(report.failed.len(), 1);
-    assert!(registry.failures()["cloud"].contains("plugin cloud"), "{:?}", registry.failures());
-    assert_eq!(registry.get("cloud").expect("previous kept").metadata.name, "kwok");
+    assert!(
+        registry.failures()["cloud"].contains("plugin cloud"),
+        "{:?}",
+        registry.failures()
+    );
+    assert_eq!(
+        registry.get("cloud").expect("previous kept").metadata.name,
+        "kwok"
+    );
 
     // An invalid configuration is refused the same way, naming the file.
-    publish(tmp.path(), "v3", &[("cloud.wasm", &common::plugin_wasm("kwok")), ("cloud.yaml", b"allowedHosts: [\"*\"]\n")]);
+    publish(
+        tmp.path(),
+        "v3",
+        &[
+            ("cloud.wasm", &common::plugin_wasm("kwok")),
+            ("cloud.yaml", b"allowedHosts: [\"*\"]\n"),
+        ],
+    );
     registry.reload().await.expect("reload");
     let why = &registry.failures()["cloud"];
     assert!(why.contains("cloud.yaml") && why.contains("bare"), "{why}");
@@ -79,7 +130,9 @@ async fn removing_a_plugin_unloads_it() {
     std::fs::write(tmp.path().join("a.wasm"), common::plugin_wasm("kwok")).expect("write");
     std::fs::write(tmp.path().join("b.wasm"), common::plugin_wasm("misbehave")).expect("write");
     let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
-    let registry = Registry::open(common::runtime(), dir).await.expect("registry");
+    let registry = Registry::open(common::runtime(), dir)
+        .await
+        .expect("registry");
     assert_eq!(registry.plugins().len(), 2);
     std::fs::remove_file(tmp.path().join("b.wasm")).expect("remove");
     let report = registry.reload().await.expect("reload");

@@ -17,22 +17,38 @@ fn pool() -> wit::NodePool {
         taints: vec![],
         startup_taints: vec![],
         requirements: vec![],
-        node_class_ref: wit::NodeClassRef { group: "test.karpenter.sh".into(), kind: "MisbehaveNodeClass".into(), name: "default".into() },
+        node_class_ref: wit::NodeClassRef {
+            group: "test.karpenter.sh".into(),
+            kind: "MisbehaveNodeClass".into(),
+            name: "default".into(),
+        },
     }
 }
 
 fn class() -> wit::NodeClass {
-    wit::NodeClass { name: "default".into(), generation: 1, json: "{}".into() }
+    wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: "{}".into(),
+    }
 }
 
-async fn misbehaving(runtime: &Arc<Runtime>, mode: &str, tune: impl FnOnce(&mut PluginConfig)) -> Plugin {
+async fn misbehaving(
+    runtime: &Arc<Runtime>,
+    mode: &str,
+    tune: impl FnOnce(&mut PluginConfig),
+) -> Plugin {
     let mut config = PluginConfig {
         settings: BTreeMap::from([("MODE".to_string(), mode.to_string())]),
         ..PluginConfig::default()
     };
     tune(&mut config);
     runtime
-        .load(&format!("misbehave-{mode}"), &common::plugin_wasm("misbehave"), config)
+        .load(
+            &format!("misbehave-{mode}"),
+            &common::plugin_wasm("misbehave"),
+            config,
+        )
         .await
         .expect("the plugin loads: metadata always works")
 }
@@ -48,15 +64,28 @@ async fn failure_timed(mode: &str, tune: impl FnOnce(&mut PluginConfig)) -> (Str
     let runtime = common::runtime();
     let plugin = misbehaving(&runtime, mode, tune).await;
     let start = Instant::now();
-    let err = plugin.get_instance_types(&pool(), &class()).await.expect_err("the call must fail");
+    let err = plugin
+        .get_instance_types(&pool(), &class())
+        .await
+        .expect_err("the call must fail");
     let took = start.elapsed();
     let text = err.to_string();
-    assert!(text.starts_with(&format!("plugin misbehave-{mode}: get-instance-types: ")), "{text}");
+    assert!(
+        text.starts_with(&format!("plugin misbehave-{mode}: get-instance-types: ")),
+        "{text}"
+    );
     // The host is up and the next call on a fresh instance works.
     let policies = plugin.repair_policies().await.expect("next call works");
     assert!(policies.is_empty());
     let healthy = misbehaving(&runtime, "healthy", |_| {}).await;
-    assert_eq!(healthy.get_instance_types(&pool(), &class()).await.expect("healthy plugin").len(), 1);
+    assert_eq!(
+        healthy
+            .get_instance_types(&pool(), &class())
+            .await
+            .expect("healthy plugin")
+            .len(),
+        1
+    );
     (text, took)
 }
 
@@ -65,14 +94,20 @@ async fn reading_a_file_finds_no_filesystem() {
     let text = failure("read-file", |_| {}).await;
     assert!(text.contains("read /etc/hostname: Err("), "{text}");
     if let Ok(hostname) = std::fs::read_to_string("/etc/hostname") {
-        assert!(!text.contains(hostname.trim()) || hostname.trim().is_empty(), "{text}");
+        assert!(
+            !text.contains(hostname.trim()) || hostname.trim().is_empty(),
+            "{text}"
+        );
     }
 }
 
 #[tokio::test]
 async fn the_environment_is_empty() {
     let text = failure("read-env", |_| {}).await;
-    assert!(text.contains("HOME=Err(NotPresent), 0 variables visible"), "{text}");
+    assert!(
+        text.contains("HOME=Err(NotPresent), 0 variables visible"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -83,7 +118,10 @@ async fn sockets_are_denied() {
 
 #[tokio::test]
 async fn http_to_a_host_not_allowed_is_denied() {
-    let text = failure("http-denied", |c| c.allowed_hosts = vec!["https://management.azure.com".into()]).await;
+    let text = failure("http-denied", |c| {
+        c.allowed_hosts = vec!["https://management.azure.com".into()]
+    })
+    .await;
     assert!(text.contains("denied by the host"), "{text}");
 }
 
@@ -91,7 +129,10 @@ async fn http_to_a_host_not_allowed_is_denied() {
 async fn an_infinite_loop_hits_the_cpu_budget() {
     let (text, took) = failure_timed("loop", |c| c.cpu_ms = 200).await;
     assert!(text.contains("exceeded its CPU budget of 200 ms"), "{text}");
-    assert!(took >= Duration::from_millis(150) && took < Duration::from_secs(3), "took {took:?}");
+    assert!(
+        took >= Duration::from_millis(150) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -126,9 +167,15 @@ async fn a_looping_plugin_does_not_block_other_plugins() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     for _ in 0..10 {
-        healthy.get_instance_types(&pool(), &class()).await.expect("healthy plugin answers");
+        healthy
+            .get_instance_types(&pool(), &class())
+            .await
+            .expect("healthy plugin answers");
     }
-    assert!(!spin.is_finished(), "the spinning call should still be running");
+    assert!(
+        !spin.is_finished(),
+        "the spinning call should still be running"
+    );
     let err = spin.await.expect("task").expect_err("budget");
     assert!(matches!(err, CallError::Failed { .. }));
 }
@@ -136,8 +183,15 @@ async fn a_looping_plugin_does_not_block_other_plugins() {
 #[tokio::test]
 async fn a_component_that_is_not_a_provider_is_refused() {
     let runtime = common::runtime();
-    let err = runtime.load("empty", b"(component)", PluginConfig::default()).await.err().expect("refused");
-    assert!(format!("{err:#}").contains("plugin empty: it does not export karpenter:provider/provider"), "{err:#}");
+    let err = runtime
+        .load("empty", b"(component)", PluginConfig::default())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        format!("{err:#}").contains("plugin empty: it does not export karpenter:provider/provider"),
+        "{err:#}"
+    );
 }
 
 #[tokio::test]
@@ -146,7 +200,11 @@ async fn an_unsupported_contract_version_is_refused_before_instantiation() {
     let wat = r#"(component
         (instance $i)
         (export "karpenter:provider/provider@0.9.0" (instance $i)))"#;
-    let err = runtime.load("future", wat.as_bytes(), PluginConfig::default()).await.err().expect("refused");
+    let err = runtime
+        .load("future", wat.as_bytes(), PluginConfig::default())
+        .await
+        .err()
+        .expect("refused");
     let text = format!("{err:#}");
     assert!(text.contains("implements karpenter:provider@0.9.0, which this host does not support (supported: 0.1.0)"), "{text}");
 }

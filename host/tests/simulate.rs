@@ -12,16 +12,20 @@ use std::path::PathBuf;
 async fn registry() -> std::sync::Arc<Registry> {
     common::plugin_wasm("kwok"); // fails with a clear message if not built
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    Registry::open(common::runtime(), Dir::open_ambient_dir(dir, ambient_authority()).expect("plugins dir"))
-        .await
-        .expect("registry")
+    Registry::open(
+        common::runtime(),
+        Dir::open_ambient_dir(dir, ambient_authority()).expect("plugins dir"),
+    )
+    .await
+    .expect("registry")
 }
 
 fn example(extra: &str) -> Manifests {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/kwok");
     let mut m = Manifests::default();
     for f in ["nodeclass.yaml", "nodepool.yaml", "inflate.yaml"] {
-        m.add_yaml(f, &std::fs::read_to_string(root.join(f)).expect("example")).expect("parses");
+        m.add_yaml(f, &std::fs::read_to_string(root.join(f)).expect("example"))
+            .expect("parses");
     }
     if !extra.is_empty() {
         m.add_yaml("extra", extra).expect("extra parses");
@@ -31,9 +35,15 @@ fn example(extra: &str) -> Manifests {
 
 #[tokio::test]
 async fn inflate_lands_on_one_cheapest_node_that_fits() {
-    let sim = simulate::run(&example(""), &*registry().await).await.expect("simulates");
+    let sim = simulate::run(&example(""), &*registry().await)
+        .await
+        .expect("simulates");
     assert_eq!(sim.pod_count, 5);
-    assert!(sim.plan.unschedulable.is_empty(), "{:?}", sim.plan.unschedulable);
+    assert!(
+        sim.plan.unschedulable.is_empty(),
+        "{:?}",
+        sim.plan.unschedulable
+    );
     assert_eq!(sim.plan.new_node_claims.len(), 1);
     let claim = &sim.plan.new_node_claims[0];
     let cheapest = claim.cheapest.as_ref().expect("an offering");
@@ -41,8 +51,14 @@ async fn inflate_lands_on_one_cheapest_node_that_fits() {
     assert_eq!(cheapest.instance_type, "c-8x-amd64-linux");
     assert_eq!(cheapest.capacity_type, "on-demand");
     let types: Vec<&str> = sim.plan.instance_type_names(claim).collect();
-    assert!(types.iter().all(|t| t.ends_with("-amd64-linux")), "{types:?}");
-    assert!(!types.contains(&"c-4x-amd64-linux"), "a 4-CPU type cannot hold 5 CPUs");
+    assert!(
+        types.iter().all(|t| t.ends_with("-amd64-linux")),
+        "{types:?}"
+    );
+    assert!(
+        !types.contains(&"c-4x-amd64-linux"),
+        "a 4-CPU type cannot hold 5 CPUs"
+    );
 }
 
 #[tokio::test]
@@ -57,12 +73,18 @@ spec:
       image: x
       resources: {requests: {cpu: "500"}}
 "#;
-    let sim = simulate::run(&example(huge), &*registry().await).await.expect("simulates");
+    let sim = simulate::run(&example(huge), &*registry().await)
+        .await
+        .expect("simulates");
     assert_eq!(sim.plan.unschedulable.len(), 1);
     let u = &sim.plan.unschedulable[0];
     assert_eq!(u.pod.name, "huge");
     assert!(u.reason.contains("cpu"), "{}", u.reason);
-    assert_eq!(sim.plan.new_node_claims.len(), 1, "the inflate pods still get their node");
+    assert_eq!(
+        sim.plan.new_node_claims.len(),
+        1,
+        "the inflate pods still get their node"
+    );
 }
 
 #[tokio::test]
@@ -77,7 +99,13 @@ spec:
       nodeClassRef: {group: example.com, kind: OtherNodeClass, name: x}
       requirements: []
 "#;
-    let err = simulate::run(&example(other), &*registry().await).await.err().expect("fails");
+    let err = simulate::run(&example(other), &*registry().await)
+        .await
+        .err()
+        .expect("fails");
     let text = format!("{err:#}");
-    assert!(text.contains("nodepool elsewhere: no plugin serves example.com/OtherNodeClass"), "{text}");
+    assert!(
+        text.contains("nodepool elsewhere: no plugin serves example.com/OtherNodeClass"),
+        "{text}"
+    );
 }

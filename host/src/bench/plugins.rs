@@ -35,8 +35,12 @@ pub struct Options<'a> {
 
 pub async fn run(opts: Options<'_>) -> anyhow::Result<Report> {
     let mut sizes = Vec::new();
-    let dir = Dir::open_ambient_dir(opts.plugins_dir, ambient_authority())
-        .with_context(|| format!("opening {} (run `make plugins` first)", opts.plugins_dir.display()))?;
+    let dir = Dir::open_ambient_dir(opts.plugins_dir, ambient_authority()).with_context(|| {
+        format!(
+            "opening {} (run `make plugins` first)",
+            opts.plugins_dir.display()
+        )
+    })?;
     for entry in dir.entries()? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -57,12 +61,23 @@ pub async fn run(opts: Options<'_>) -> anyhow::Result<Report> {
     result
 }
 
-async fn measure(kwok: &[u8], scratch: &Path, opts: &Options<'_>, sizes: Vec<(String, u64)>) -> anyhow::Result<Report> {
+async fn measure(
+    kwok: &[u8],
+    scratch: &Path,
+    opts: &Options<'_>,
+    sizes: Vec<(String, u64)>,
+) -> anyhow::Result<Report> {
     let server = super::slow_server::start(opts.http_wait).await?;
     let endpoint = format!("http://{server}");
     let runtime = Runtime::new(RuntimeOptions {
-        precompiled: Some(Dir::open_ambient_dir(scratch.join("precompiled"), ambient_authority())?),
-        secrets: SecretStore::new(Dir::open_ambient_dir(scratch.join("secrets"), ambient_authority())?),
+        precompiled: Some(Dir::open_ambient_dir(
+            scratch.join("precompiled"),
+            ambient_authority(),
+        )?),
+        secrets: SecretStore::new(Dir::open_ambient_dir(
+            scratch.join("secrets"),
+            ambient_authority(),
+        )?),
         cluster: Arc::new(ClusterView::new("bench", &endpoint, "")),
         ..RuntimeOptions::default()
     })?;
@@ -98,9 +113,17 @@ async fn measure(kwok: &[u8], scratch: &Path, opts: &Options<'_>, sizes: Vec<(St
         taints: vec![],
         startup_taints: vec![],
         requirements: vec![],
-        node_class_ref: wit::NodeClassRef { group: "karpenter.kwok.sh".into(), kind: "KWOKNodeClass".into(), name: "default".into() },
+        node_class_ref: wit::NodeClassRef {
+            group: "karpenter.kwok.sh".into(),
+            kind: "KWOKNodeClass".into(),
+            name: "default".into(),
+        },
     };
-    let class = wit::NodeClass { name: "default".into(), generation: 1, json: "{}".into() };
+    let class = wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: "{}".into(),
+    };
     let instance_types = plugin.get_instance_types(&pool, &class).await?.len();
     let rounds = 500;
     let t = Instant::now();

@@ -21,29 +21,47 @@ pub async fn start(delay: Duration) -> anyhow::Result<SocketAddr> {
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             tokio::spawn(async move {
                 let service = service_fn(move |req| handle(req, delay));
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             });
         }
     });
     Ok(addr)
 }
 
-async fn handle(req: Request<Incoming>, delay: Duration) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(
+    req: Request<Incoming>,
+    delay: Duration,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let respond = |status: StatusCode, body: Bytes| {
         let mut r = Response::new(Full::new(body));
         *r.status_mut() = status;
-        r.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(
+            "content-type",
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
         r
     };
     match *req.method() {
         hyper::Method::POST => {
-            let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
             tokio::time::sleep(delay).await;
             Ok(respond(StatusCode::CREATED, body))
         }
-        _ => Ok(respond(StatusCode::NOT_FOUND, Bytes::from_static(br#"{"kind":"Status","code":404}"#))),
+        _ => Ok(respond(
+            StatusCode::NOT_FOUND,
+            Bytes::from_static(br#"{"kind":"Status","code":404}"#),
+        )),
     }
 }

@@ -38,7 +38,12 @@ pub enum BenchCommand {
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        BenchCommand::Scheduling { pods, instance_types, runs, output } => {
+        BenchCommand::Scheduling {
+            pods,
+            instance_types,
+            runs,
+            output,
+        } => {
             let r = bench::scheduling::run(pods, instance_types, runs);
             if output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
@@ -52,12 +57,19 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                     r.total_price_per_hour,
                     r.seconds,
                     r.pods_per_second,
-                    r.peak_rss_mib.map(|m| format!("{m:.0} MiB")).unwrap_or_else(|| "n/a".into())
+                    r.peak_rss_mib
+                        .map(|m| format!("{m:.0} MiB"))
+                        .unwrap_or_else(|| "n/a".into())
                 );
             }
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Plugins { plugins_dir, creates, http_wait_ms, output } => {
+        BenchCommand::Plugins {
+            plugins_dir,
+            creates,
+            http_wait_ms,
+            output,
+        } => {
             let report = bench::plugins::run(bench::plugins::Options {
                 plugins_dir: &plugins_dir,
                 creates,
@@ -69,18 +81,32 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             for (name, size) in &report.sizes {
-                println!("plugin size {name:<24} {size:>9} bytes ({:.0} KiB)", *size as f64 / 1024.0);
+                println!(
+                    "plugin size {name:<24} {size:>9} bytes ({:.0} KiB)",
+                    *size as f64 / 1024.0
+                );
             }
-            println!("first load (compile)             {:>9.2} ms", report.compile_ms);
-            println!("load from precompiled cache      {:>9.2} ms", report.load_precompiled_ms);
-            println!("trivial call (warm instance)     {:>9.2} us", report.trivial_call_us);
+            println!(
+                "first load (compile)             {:>9.2} ms",
+                report.compile_ms
+            );
+            println!(
+                "load from precompiled cache      {:>9.2} ms",
+                report.load_precompiled_ms
+            );
+            println!(
+                "trivial call (warm instance)     {:>9.2} us",
+                report.trivial_call_us
+            );
             println!(
                 "get-instance-types ({} types)   {:>9.1} us",
                 report.instance_types, report.get_instance_types_us
             );
             println!(
                 "{} concurrent creates, {:.1} s HTTP each: {:.2} s in total",
-                report.concurrent_creates, report.create_http_wait_s, report.concurrent_creates_total_s
+                report.concurrent_creates,
+                report.create_http_wait_s,
+                report.concurrent_creates_total_s
             );
             Ok(ExitCode::SUCCESS)
         }

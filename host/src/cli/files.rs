@@ -24,12 +24,14 @@ pub fn open_parent(path: &Path) -> anyhow::Result<(Dir, String)> {
 
 pub fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
     let (dir, name) = open_parent(path)?;
-    dir.read(&name).with_context(|| format!("reading {}", path.display()))
+    dir.read(&name)
+        .with_context(|| format!("reading {}", path.display()))
 }
 
 pub fn read_to_string(path: &Path) -> anyhow::Result<String> {
     let (dir, name) = open_parent(path)?;
-    dir.read_to_string(&name).with_context(|| format!("reading {}", path.display()))
+    dir.read_to_string(&name)
+        .with_context(|| format!("reading {}", path.display()))
 }
 
 /// `$XDG_CACHE_HOME/karpenter-wasm` (or `~/.cache/karpenter-wasm`), created

@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "karpenter", version, about = "A Karpenter-compatible node autoscaler whose cloud providers are WebAssembly plugins")]
+#[command(
+    name = "karpenter",
+    version,
+    about = "A Karpenter-compatible node autoscaler whose cloud providers are WebAssembly plugins"
+)]
 pub struct Cli {
     /// Log level filter (RUST_LOG syntax), e.g. info or karpenter=debug.
     #[arg(long, global = true, env = "LOG_LEVEL", default_value = "warn")]
@@ -51,7 +55,9 @@ pub enum Command {
 pub fn init_logging(cli: &Cli) {
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -71,5 +77,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 pub fn print(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"));
+    let _ = out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"));
 }

@@ -56,12 +56,22 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
 
 /// Loads one plugin file with its configuration, using the host's
 /// precompiled cache.
-pub async fn load_file(file: &Path, config: Option<&Path>) -> anyhow::Result<(Arc<Runtime>, Plugin)> {
+pub async fn load_file(
+    file: &Path,
+    config: Option<&Path>,
+) -> anyhow::Result<(Arc<Runtime>, Plugin)> {
     let wasm = files::read(file)?;
-    let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
-    let config_path = config.map(Path::to_path_buf).unwrap_or_else(|| file.with_extension("yaml"));
+    let name = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plugin".into());
+    let config_path = config
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| file.with_extension("yaml"));
     let config = match files::read_to_string(&config_path) {
-        Ok(text) => PluginConfig::from_yaml(&text).with_context(|| format!("{}", config_path.display()))?,
+        Ok(text) => {
+            PluginConfig::from_yaml(&text).with_context(|| format!("{}", config_path.display()))?
+        }
         Err(_) if config.is_none() => PluginConfig::default(),
         Err(e) => return Err(e),
     };
@@ -69,7 +79,10 @@ pub async fn load_file(file: &Path, config: Option<&Path>) -> anyhow::Result<(Ar
         d.create_dir_all("precompiled").ok()?;
         d.open_dir("precompiled").ok()
     });
-    let runtime = Runtime::new(RuntimeOptions { precompiled, ..RuntimeOptions::default() })?;
+    let runtime = Runtime::new(RuntimeOptions {
+        precompiled,
+        ..RuntimeOptions::default()
+    })?;
     let plugin = runtime.load(&name, &wasm, config).await?;
     Ok((runtime, plugin))
 }
@@ -93,18 +106,43 @@ async fn inspect_cmd(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("name:          {}", plugin.metadata.name);
-    println!("contract:      karpenter:provider@{}", plugin.contract_version);
-    println!("size:          {} bytes ({:.0} KiB)", plugin.size, plugin.size as f64 / 1024.0);
+    println!(
+        "contract:      karpenter:provider@{}",
+        plugin.contract_version
+    );
+    println!(
+        "size:          {} bytes ({:.0} KiB)",
+        plugin.size,
+        plugin.size as f64 / 1024.0
+    );
     println!("sha256:        {}", plugin.sha256);
-    println!("provider IDs:  {}", plugin.metadata.provider_id_schemes.iter().map(|s| format!("{s}://")).collect::<Vec<_>>().join(", "));
+    println!(
+        "provider IDs:  {}",
+        plugin
+            .metadata
+            .provider_id_schemes
+            .iter()
+            .map(|s| format!("{s}://"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     for k in &plugin.metadata.node_classes {
-        println!("node class:    {}/{} {} ({})", k.group, k.version, k.kind, k.plural);
+        println!(
+            "node class:    {}/{} {} ({})",
+            k.group, k.version, k.kind, k.plural
+        );
     }
     println!("capabilities:");
-    for name in imports.iter().filter(|n| n.starts_with("karpenter:") || n.starts_with("wasi:http/")) {
+    for name in imports
+        .iter()
+        .filter(|n| n.starts_with("karpenter:") || n.starts_with("wasi:http/"))
+    {
         println!("  {name}");
     }
-    let wasi: Vec<&String> = imports.iter().filter(|n| n.starts_with("wasi:") && !n.starts_with("wasi:http/")).collect();
+    let wasi: Vec<&String> = imports
+        .iter()
+        .filter(|n| n.starts_with("wasi:") && !n.starts_with("wasi:http/"))
+        .collect();
     if !wasi.is_empty() {
         println!("wasi (sandboxed: no files, environment or sockets):");
         for name in wasi {
@@ -118,15 +156,22 @@ async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
     let (_runtime, plugin) = load_file(&args.file, args.config.as_deref()).await?;
     let node_class = match &args.node_class {
         Some(path) => objects::node_class(&read_object(path)?)?,
-        None => wit::NodeClass { name: "default".into(), generation: 1, json: "{}".into() },
+        None => wit::NodeClass {
+            name: "default".into(),
+            generation: 1,
+            json: "{}".into(),
+        },
     };
     let value = match args.function {
         Function::Metadata => serde_json::to_value(plugin.metadata_call().await?)?,
-        Function::ValidateNodeClass => serde_json::to_value(plugin.validate_node_class(&node_class).await?)?,
+        Function::ValidateNodeClass => {
+            serde_json::to_value(plugin.validate_node_class(&node_class).await?)?
+        }
         Function::GetInstanceTypes => {
             let pool = match &args.node_pool {
                 Some(path) => {
-                    let np: NodePool = serde_json::from_value(read_object(path)?).context("parsing the NodePool")?;
+                    let np: NodePool = serde_json::from_value(read_object(path)?)
+                        .context("parsing the NodePool")?;
                     objects::node_pool(&np)?
                 }
                 None => default_pool(&plugin, &node_class),
@@ -160,7 +205,7 @@ fn default_pool(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodePool {
 /// One Kubernetes object from a YAML or JSON file.
 pub fn read_object(path: &Path) -> anyhow::Result<serde_json::Value> {
     let text = files::read_to_string(path)?;
-    let value: serde_json::Value =
-        serde_yaml::from_str(&text).with_context(|| format!("{} is not YAML or JSON", path.display()))?;
+    let value: serde_json::Value = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not YAML or JSON", path.display()))?;
     Ok(value)
 }

@@ -15,9 +15,18 @@ use std::process::ExitCode;
 /// The bundled example: the guide's inflate deployment (5 pods of one CPU)
 /// against the general-purpose NodePool, on the kwok provider.
 const EXAMPLE: [(&str, &str); 3] = [
-    ("examples/kwok/nodeclass.yaml", include_str!("../../../examples/kwok/nodeclass.yaml")),
-    ("examples/kwok/nodepool.yaml", include_str!("../../../examples/kwok/nodepool.yaml")),
-    ("examples/kwok/inflate.yaml", include_str!("../../../examples/kwok/inflate.yaml")),
+    (
+        "examples/kwok/nodeclass.yaml",
+        include_str!("../../../examples/kwok/nodeclass.yaml"),
+    ),
+    (
+        "examples/kwok/nodepool.yaml",
+        include_str!("../../../examples/kwok/nodepool.yaml"),
+    ),
+    (
+        "examples/kwok/inflate.yaml",
+        include_str!("../../../examples/kwok/inflate.yaml"),
+    ),
 ];
 
 #[derive(Debug, Args)]
@@ -33,19 +42,34 @@ pub struct SimulateArgs {
 
 pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let manifests = read_manifests(args.path.as_deref())?;
-    let dir = Dir::open_ambient_dir(&args.plugins_dir, ambient_authority())
-        .with_context(|| format!("opening the plugin directory {} (build the plugins with `make plugins`)", args.plugins_dir.display()))?;
+    let dir = Dir::open_ambient_dir(&args.plugins_dir, ambient_authority()).with_context(|| {
+        format!(
+            "opening the plugin directory {} (build the plugins with `make plugins`)",
+            args.plugins_dir.display()
+        )
+    })?;
     let precompiled = files::cache_dir().and_then(|d| {
         d.create_dir_all("precompiled").ok()?;
         d.open_dir("precompiled").ok()
     });
-    let registry = Registry::open(Runtime::new(RuntimeOptions { precompiled, ..RuntimeOptions::default() })?, dir).await?;
+    let registry = Registry::open(
+        Runtime::new(RuntimeOptions {
+            precompiled,
+            ..RuntimeOptions::default()
+        })?,
+        dir,
+    )
+    .await?;
     let sim = simulate::run(&manifests, &registry).await?;
     match args.output {
         Output::Json => print(&serde_json::to_string_pretty(&sim.plan)?),
         Output::Table => print(&table(&sim)),
     }
-    Ok(if sim.plan.unschedulable.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+    Ok(if sim.plan.unschedulable.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }
 
 fn read_manifests(path: Option<&Path>) -> anyhow::Result<Manifests> {
@@ -57,7 +81,8 @@ fn read_manifests(path: Option<&Path>) -> anyhow::Result<Manifests> {
         return Ok(manifests);
     };
     if path.is_dir() {
-        let dir = Dir::open_ambient_dir(path, ambient_authority()).with_context(|| format!("opening {}", path.display()))?;
+        let dir = Dir::open_ambient_dir(path, ambient_authority())
+            .with_context(|| format!("opening {}", path.display()))?;
         let mut names: Vec<String> = dir
             .entries()?
             .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -65,7 +90,9 @@ fn read_manifests(path: Option<&Path>) -> anyhow::Result<Manifests> {
             .collect();
         names.sort();
         for name in names {
-            let text = dir.read_to_string(&name).with_context(|| format!("reading {name}"))?;
+            let text = dir
+                .read_to_string(&name)
+                .with_context(|| format!("reading {name}"))?;
             manifests.add_yaml(&format!("{}/{name}", path.display()), &text)?;
         }
     } else {
@@ -86,15 +113,31 @@ fn table(sim: &Simulation) -> String {
             [
                 format!("{}-{}", c.node_pool, i + 1),
                 c.node_pool.clone(),
-                cheapest.map(|o| o.instance_type.clone()).unwrap_or_else(|| "-".into()),
-                cheapest.and_then(|o| o.zone.clone()).unwrap_or_else(|| "-".into()),
-                cheapest.map(|o| o.capacity_type.clone()).unwrap_or_else(|| "-".into()),
-                cheapest.map(|o| format!("{:.4}", o.price)).unwrap_or_else(|| "-".into()),
+                cheapest
+                    .map(|o| o.instance_type.clone())
+                    .unwrap_or_else(|| "-".into()),
+                cheapest
+                    .and_then(|o| o.zone.clone())
+                    .unwrap_or_else(|| "-".into()),
+                cheapest
+                    .map(|o| o.capacity_type.clone())
+                    .unwrap_or_else(|| "-".into()),
+                cheapest
+                    .map(|o| format!("{:.4}", o.price))
+                    .unwrap_or_else(|| "-".into()),
                 c.pods.len().to_string(),
             ]
         })
         .collect();
-    let header = ["NODECLAIM", "NODEPOOL", "TYPE", "ZONE", "CAPACITY", "$/H", "PODS"];
+    let header = [
+        "NODECLAIM",
+        "NODEPOOL",
+        "TYPE",
+        "ZONE",
+        "CAPACITY",
+        "$/H",
+        "PODS",
+    ];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -102,13 +145,24 @@ fn table(sim: &Simulation) -> String {
         }
     }
     let line = |cells: &[String]| -> String {
-        cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("   ").trim_end().to_string()
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("   ")
+            .trim_end()
+            .to_string()
     };
     let _ = writeln!(out, "{}", line(&header.map(String::from)));
     for row in &rows {
         let _ = writeln!(out, "{}", line(row));
     }
-    let on_existing = plan.placements.iter().filter(|p| matches!(p.target, engine::Target::ExistingNode(_))).count();
+    let on_existing = plan
+        .placements
+        .iter()
+        .filter(|p| matches!(p.target, engine::Target::ExistingNode(_)))
+        .count();
     let _ = writeln!(
         out,
         "\n{} pods: {} on new NodeClaims, {} on existing nodes, {} pending. Total ${:.4}/h.",
@@ -119,7 +173,11 @@ fn table(sim: &Simulation) -> String {
         plan.total_price_per_hour()
     );
     for u in &plan.unschedulable {
-        let _ = writeln!(out, "pending {}/{}: {}", u.pod.namespace, u.pod.name, u.reason);
+        let _ = writeln!(
+            out,
+            "pending {}/{}: {}",
+            u.pod.namespace, u.pod.name, u.reason
+        );
     }
     out.trim_end().to_string()
 }

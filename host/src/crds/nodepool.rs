@@ -7,7 +7,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(CustomResource, Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[kube(group = "karpenter.sh", version = "v1", kind = "NodePool", plural = "nodepools", shortname = "np")]
+#[kube(
+    group = "karpenter.sh",
+    version = "v1",
+    kind = "NodePool",
+    plural = "nodepools",
+    shortname = "np"
+)]
 #[kube(status = "NodePoolStatus")]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
@@ -56,7 +62,9 @@ pub struct NodeClaimTemplateSpec {
     pub expire_after: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirementWithMinValues {
     pub key: String,
@@ -102,7 +110,8 @@ pub struct Budget {
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    pub resources:
+        Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -37,14 +37,19 @@ impl AllowList {
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> anyhow::Result<Self> {
         let entries = entries
             .iter()
-            .map(|e| Entry::parse(e.as_ref()).with_context(|| format!("allowed host {:?}", e.as_ref())))
+            .map(|e| {
+                Entry::parse(e.as_ref()).with_context(|| format!("allowed host {:?}", e.as_ref()))
+            })
             .collect::<anyhow::Result<_>>()?;
         Ok(AllowList { entries })
     }
 
     /// Whether a request to `scheme://host:port` may go out.
     pub fn allows(&self, scheme: &str, host: &str, port: Option<u16>) -> bool {
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
         let port = port.or_else(|| default_port(scheme));
         self.entries.iter().any(|e| e.matches(scheme, &host, port))
     }
@@ -55,7 +60,9 @@ impl Entry {
         if text.trim() == "*" {
             bail!("a bare * would allow every host; write *://*:* if that is really meant");
         }
-        let (scheme, rest) = text.split_once("://").context("expected scheme://host[:port]")?;
+        let (scheme, rest) = text
+            .split_once("://")
+            .context("expected scheme://host[:port]")?;
         if rest.contains('/') {
             bail!("paths are not allowed, only scheme://host[:port]");
         }
@@ -108,7 +115,9 @@ impl Entry {
         };
         let port_ok = match (&self.port, port) {
             (PortPattern::Any, _) => true,
-            (PortPattern::Default, p) => p.is_some() && p == self.scheme.as_deref().and_then(default_port),
+            (PortPattern::Default, p) => {
+                p.is_some() && p == self.scheme.as_deref().and_then(default_port)
+            }
             (PortPattern::Range(a, b), Some(p)) => (*a..=*b).contains(&p),
             (PortPattern::Range(..), None) => false,
         };
@@ -162,7 +171,11 @@ mod tests {
 
     #[test]
     fn wildcards_for_subdomains_ports_and_schemes() {
-        let l = list(&["https://*.nebius.cloud", "http://127.0.0.1:8000-8010", "*://localhost:*"]);
+        let l = list(&[
+            "https://*.nebius.cloud",
+            "http://127.0.0.1:8000-8010",
+            "*://localhost:*",
+        ]);
         assert!(l.allows("https", "compute.api.nebius.cloud", None));
         assert!(!l.allows("https", "nebius.cloud", None));
         assert!(!l.allows("https", "nebius.cloud.evil.com", None));

@@ -103,7 +103,10 @@ mod tests {
         assert_eq!(c.settings["LOCATION"], "westus3");
         assert_eq!(c.cpu_ms, 2000);
         let err = PluginConfig::from_yaml("allowedHost: []").expect_err("typo");
-        assert!(err.to_string().contains("unknown field `allowedHost`"), "{err}");
+        assert!(
+            err.to_string().contains("unknown field `allowedHost`"),
+            "{err}"
+        );
         let err = PluginConfig::from_yaml("allowedHosts: [\"*\"]").expect_err("bare wildcard");
         assert!(err.to_string().contains("bare"), "{err}");
     }

@@ -43,7 +43,10 @@ impl OutboundHttp {
             }
             Ok(b.build()?)
         };
-        Ok(OutboundHttp { client: build(false)?, h2c: build(true)? })
+        Ok(OutboundHttp {
+            client: build(false)?,
+            h2c: build(true)?,
+        })
     }
 }
 
@@ -55,7 +58,13 @@ pub struct PluginHttp {
     pub clients: OutboundHttp,
 }
 
-type SendResult = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>;
+type SendResult = Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ),
+    Error,
+>;
 
 impl WasiHttpHooks for PluginHttp {
     // reqwest writes Host (HTTP/1.1) or :authority (HTTP/2) itself.
@@ -77,7 +86,10 @@ impl WasiHttpHooks for PluginHttp {
             tracing::warn!(plugin = %self.plugin, url = %uri, "outbound HTTP request denied: host not in the plugin's allowedHosts");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
-        let authority = uri.authority().map(|a| a.as_str().to_string()).unwrap_or_default();
+        let authority = uri
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
         let client = if scheme == "http" && self.h2c_hosts.contains(&authority) {
             self.clients.h2c.clone()
         } else {
@@ -88,7 +100,10 @@ impl WasiHttpHooks for PluginHttp {
             let (parts, body) = request.into_parts();
             // Plugin request bodies are small JSON or protobuf messages.
             let body: Bytes = body.collect().await?.to_bytes();
-            let mut builder = client.request(parts.method, uri.to_string()).headers(parts.headers).body(body);
+            let mut builder = client
+                .request(parts.method, uri.to_string())
+                .headers(parts.headers)
+                .body(body);
             if let Some(t) = options.as_ref().and_then(|o| o.first_byte_timeout) {
                 builder = builder.timeout(t);
             }

@@ -11,25 +11,37 @@ use wasmtime::component::Component;
 pub fn contract_version(engine: &Engine, component: &Component) -> anyhow::Result<String> {
     let ty = component.component_type();
     let prefix = format!("{PROVIDER_EXPORT}@");
-    let found: Vec<String> =
-        ty.exports(engine).filter_map(|(name, _)| name.strip_prefix(&prefix).map(str::to_string)).collect();
+    let found: Vec<String> = ty
+        .exports(engine)
+        .filter_map(|(name, _)| name.strip_prefix(&prefix).map(str::to_string))
+        .collect();
     match found.as_slice() {
         [] => bail!(
             "it does not export {PROVIDER_EXPORT}: it is not a karpenter provider (exports: {})",
-            ty.exports(engine).map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(", ")
+            ty.exports(engine)
+                .map(|(n, _)| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         [version] if SUPPORTED_VERSIONS.contains(&version.as_str()) => Ok(version.clone()),
         [version] => bail!(
             "it implements karpenter:provider@{version}, which this host does not support (supported: {})",
             SUPPORTED_VERSIONS.join(", ")
         ),
-        many => bail!("it exports several contract versions ({}); export one", many.join(", ")),
+        many => bail!(
+            "it exports several contract versions ({}); export one",
+            many.join(", ")
+        ),
     }
 }
 
 /// The interfaces the component imports, e.g. `wasi:http/outgoing-handler@0.2.12`.
 pub fn imports(engine: &Engine, component: &Component) -> Vec<String> {
-    let mut names: Vec<String> = component.component_type().imports(engine).map(|(n, _)| n.to_string()).collect();
+    let mut names: Vec<String> = component
+        .component_type()
+        .imports(engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
     names.sort();
     names
 }

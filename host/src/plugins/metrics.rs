@@ -41,8 +41,16 @@ impl Default for PluginMetrics {
 
 impl PluginMetrics {
     pub fn register(&self, registry: &mut Registry) {
-        registry.register("karpenter_plugin_calls", "Calls into provider plugins", self.calls.clone());
-        registry.register("karpenter_plugin_call_errors", "Failed plugin calls by kind", self.errors.clone());
+        registry.register(
+            "karpenter_plugin_calls",
+            "Calls into provider plugins",
+            self.calls.clone(),
+        );
+        registry.register(
+            "karpenter_plugin_call_errors",
+            "Failed plugin calls by kind",
+            self.errors.clone(),
+        );
         registry.register(
             "karpenter_plugin_call_duration_seconds",
             "Latency of plugin calls",
@@ -51,11 +59,20 @@ impl PluginMetrics {
     }
 
     pub fn observe(&self, plugin: &str, call: &str, elapsed: Duration, error: Option<&str>) {
-        let labels = CallLabels { plugin: plugin.to_string(), call: call.to_string() };
+        let labels = CallLabels {
+            plugin: plugin.to_string(),
+            call: call.to_string(),
+        };
         self.calls.get_or_create(&labels).inc();
-        self.duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        self.duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
         if let Some(kind) = error {
-            let labels = ErrorLabels { plugin: plugin.to_string(), call: call.to_string(), kind: kind.to_string() };
+            let labels = ErrorLabels {
+                plugin: plugin.to_string(),
+                call: call.to_string(),
+                kind: kind.to_string(),
+            };
             self.errors.get_or_create(&labels).inc();
         }
     }

@@ -36,27 +36,45 @@ pub fn taint(t: &Taint) -> anyhow::Result<wit::Taint> {
         "NoExecute" => wit::TaintEffect::NoExecute,
         other => bail!("taint {}: unknown effect {other:?}", t.key),
     };
-    Ok(wit::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect })
+    Ok(wit::Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
 }
 
 pub fn node_pool(np: &NodePool) -> anyhow::Result<wit::NodePool> {
     let name = np.metadata.name.clone().unwrap_or_default();
     let spec = &np.spec.template.spec;
     let meta = np.spec.template.metadata.clone().unwrap_or_default();
-    let pairs = |m: &std::collections::BTreeMap<String, String>| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let pairs = |m: &std::collections::BTreeMap<String, String>| {
+        m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
     let build = || -> anyhow::Result<wit::NodePool> {
         Ok(wit::NodePool {
-        name: name.clone(),
-        labels: pairs(&meta.labels),
-        annotations: pairs(&meta.annotations),
-        taints: spec.taints.iter().map(taint).collect::<anyhow::Result<_>>()?,
-        startup_taints: spec.startup_taints.iter().map(taint).collect::<anyhow::Result<_>>()?,
-        requirements: spec.requirements.iter().map(requirement).collect::<anyhow::Result<_>>()?,
-        node_class_ref: wit::NodeClassRef {
-            group: spec.node_class_ref.group.clone(),
-            kind: spec.node_class_ref.kind.clone(),
-            name: spec.node_class_ref.name.clone(),
-        },
+            name: name.clone(),
+            labels: pairs(&meta.labels),
+            annotations: pairs(&meta.annotations),
+            taints: spec
+                .taints
+                .iter()
+                .map(taint)
+                .collect::<anyhow::Result<_>>()?,
+            startup_taints: spec
+                .startup_taints
+                .iter()
+                .map(taint)
+                .collect::<anyhow::Result<_>>()?,
+            requirements: spec
+                .requirements
+                .iter()
+                .map(requirement)
+                .collect::<anyhow::Result<_>>()?,
+            node_class_ref: wit::NodeClassRef {
+                group: spec.node_class_ref.group.clone(),
+                kind: spec.node_class_ref.kind.clone(),
+                name: spec.node_class_ref.name.clone(),
+            },
         })
     };
     build().with_context(|| format!("nodepool {name}"))
@@ -65,7 +83,10 @@ pub fn node_pool(np: &NodePool) -> anyhow::Result<wit::NodePool> {
 /// A NodeClass object of any kind, as JSON.
 pub fn node_class(object: &serde_json::Value) -> anyhow::Result<wit::NodeClass> {
     let meta = &object["metadata"];
-    let name = meta["name"].as_str().context("NodeClass has no metadata.name")?.to_string();
+    let name = meta["name"]
+        .as_str()
+        .context("NodeClass has no metadata.name")?
+        .to_string();
     Ok(wit::NodeClass {
         name,
         generation: meta["generation"].as_u64().unwrap_or(1),

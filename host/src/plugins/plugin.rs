@@ -27,9 +27,17 @@ const MAX_WARM: usize = 32;
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     #[error("plugin {plugin}: {call}: {}", describe(.error))]
-    Provider { plugin: String, call: &'static str, error: wit::Error },
+    Provider {
+        plugin: String,
+        call: &'static str,
+        error: wit::Error,
+    },
     #[error("plugin {plugin}: {call}: {message}")]
-    Failed { plugin: String, call: &'static str, message: String },
+    Failed {
+        plugin: String,
+        call: &'static str,
+        message: String,
+    },
 }
 
 impl CallError {
@@ -48,7 +56,11 @@ pub fn describe(e: &wit::Error) -> String {
         wit::Error::NodeClassNotReady(m) => format!("node class not ready: {m}"),
         wit::Error::NotFound(m) => format!("not found: {m}"),
         wit::Error::CreateError(c) => format!("create failed: {}: {}", c.reason, c.message),
-        wit::Error::Other(o) => format!("{}{}", o.message, if o.retryable { " (retryable)" } else { "" }),
+        wit::Error::Other(o) => format!(
+            "{}{}",
+            o.message,
+            if o.retryable { " (retryable)" } else { "" }
+        ),
     }
 }
 
@@ -85,7 +97,11 @@ impl Plugin {
             sha256,
             size,
             contract_version,
-            metadata: wit::ProviderMetadata { name: String::new(), provider_id_schemes: vec![], node_classes: vec![] },
+            metadata: wit::ProviderMetadata {
+                name: String::new(),
+                provider_id_schemes: vec![],
+                node_classes: vec![],
+            },
             component,
             pre,
             caps,
@@ -93,7 +109,9 @@ impl Plugin {
             warm: Mutex::new(Vec::new()),
         };
         let metadata = plugin
-            .call("metadata", async |s, b| b.karpenter_provider_provider().call_metadata(s).await)
+            .call("metadata", async |s, b| {
+                b.karpenter_provider_provider().call_metadata(s).await
+            })
             .await?;
         validate::metadata(&metadata)?;
         plugin.metadata = metadata;
@@ -106,7 +124,10 @@ impl Plugin {
 
     /// Whether this plugin serves NodeClasses of `group`/`kind`.
     pub fn serves(&self, group: &str, kind: &str) -> bool {
-        self.metadata.node_classes.iter().any(|k| k.group == group && k.kind == kind)
+        self.metadata
+            .node_classes
+            .iter()
+            .any(|k| k.group == group && k.kind == kind)
     }
 
     async fn instantiate(&self) -> anyhow::Result<Warm> {
@@ -118,14 +139,19 @@ impl Plugin {
             clients: self.runtime.http.clone(),
         };
         let budget = (config.cpu_ms as u128 * 1000 / TICK.as_micros()).max(1) as u64;
-        let mut store = Store::new(&self.runtime.engine, State::new(self.caps.clone(), hooks, budget));
+        let mut store = Store::new(
+            &self.runtime.engine,
+            State::new(self.caps.clone(), hooks, budget),
+        );
         store.limiter(|s| s.limiter());
         store.epoch_deadline_callback(|mut ctx| {
             let cpu = &mut ctx.data_mut().cpu;
             cpu.used_ticks += 1;
             if cpu.used_ticks > cpu.budget_ticks {
                 let ms = cpu.budget_ticks as u128 * TICK.as_millis();
-                return Err(wasmtime::Error::msg(format!("exceeded its CPU budget of {ms} ms")));
+                return Err(wasmtime::Error::msg(format!(
+                    "exceeded its CPU budget of {ms} ms"
+                )));
             }
             // Yield so a busy plugin never starves the controller's tasks.
             Ok(UpdateDeadline::Yield(1))
@@ -142,23 +168,35 @@ impl Plugin {
         f: impl AsyncFnOnce(&mut Store<State>, &ProviderPlugin) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let start = Instant::now();
-        let failed = |message: String| CallError::Failed { plugin: self.name.clone(), call, message };
+        let failed = |message: String| CallError::Failed {
+            plugin: self.name.clone(),
+            call,
+            message,
+        };
         let pooled = self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut warm = match pooled {
             Some(w) => w,
             None => self.instantiate().await.map_err(|e| {
-                self.runtime.metrics.observe(&self.name, call, start.elapsed(), Some("instantiate"));
+                self.runtime.metrics.observe(
+                    &self.name,
+                    call,
+                    start.elapsed(),
+                    Some("instantiate"),
+                );
                 failed(format!("cannot instantiate: {e:#}"))
             })?,
         };
         warm.store.data_mut().cpu.used_ticks = 0;
         warm.store.set_epoch_deadline(1);
         let Warm { store, bindings } = &mut warm;
-        let outcome = tokio::time::timeout(self.caps.config.call_timeout(), f(store, bindings)).await;
+        let outcome =
+            tokio::time::timeout(self.caps.config.call_timeout(), f(store, bindings)).await;
         let elapsed = start.elapsed();
         match outcome {
             Ok(Ok(value)) => {
-                self.runtime.metrics.observe(&self.name, call, elapsed, None);
+                self.runtime
+                    .metrics
+                    .observe(&self.name, call, elapsed, None);
                 let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
                 if pool.len() < MAX_WARM {
                     pool.push(warm);
@@ -166,14 +204,21 @@ impl Plugin {
                 Ok(value)
             }
             Ok(Err(trap)) => {
-                self.runtime.metrics.observe(&self.name, call, elapsed, Some("trap"));
+                self.runtime
+                    .metrics
+                    .observe(&self.name, call, elapsed, Some("trap"));
                 let message = trap_message(&trap);
                 tracing::warn!(plugin = %self.name, call, error = %message, "plugin call failed; its instance is discarded");
                 Err(failed(message))
             }
             Err(_) => {
-                self.runtime.metrics.observe(&self.name, call, elapsed, Some("timeout"));
-                Err(failed(format!("did not finish within {} s", self.caps.config.call_timeout_seconds)))
+                self.runtime
+                    .metrics
+                    .observe(&self.name, call, elapsed, Some("timeout"));
+                Err(failed(format!(
+                    "did not finish within {} s",
+                    self.caps.config.call_timeout_seconds
+                )))
             }
         }
     }
@@ -194,21 +239,39 @@ impl Plugin {
                 kind: kind.to_string(),
             };
             self.runtime.metrics.errors.get_or_create(&labels).inc();
-            CallError::Provider { plugin: self.name.clone(), call, error }
+            CallError::Provider {
+                plugin: self.name.clone(),
+                call,
+                error,
+            }
         })
     }
 
     fn invalid(&self, call: &'static str, e: anyhow::Error) -> CallError {
-        CallError::Failed { plugin: self.name.clone(), call, message: format!("returned an invalid result: {e:#}") }
+        CallError::Failed {
+            plugin: self.name.clone(),
+            call,
+            message: format!("returned an invalid result: {e:#}"),
+        }
     }
 
     pub async fn metadata_call(&self) -> Result<wit::ProviderMetadata, CallError> {
-        self.call("metadata", async |s, b| b.karpenter_provider_provider().call_metadata(s).await).await
+        self.call("metadata", async |s, b| {
+            b.karpenter_provider_provider().call_metadata(s).await
+        })
+        .await
     }
 
-    pub async fn validate_node_class(&self, class: &wit::NodeClass) -> Result<wit::NodeClassStatus, CallError> {
+    pub async fn validate_node_class(
+        &self,
+        class: &wit::NodeClass,
+    ) -> Result<wit::NodeClassStatus, CallError> {
         const CALL: &str = "validate-node-class";
-        let r = self.call(CALL, async |s, b| b.karpenter_provider_provider().call_validate_node_class(s, class).await);
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider()
+                .call_validate_node_class(s, class)
+                .await
+        });
         let status = self.typed(CALL, r.await?)?;
         validate::node_class_status(&status).map_err(|e| self.invalid(CALL, e))?;
         Ok(status)
@@ -221,16 +284,26 @@ impl Plugin {
     ) -> Result<Vec<wit::InstanceType>, CallError> {
         const CALL: &str = "get-instance-types";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider().call_get_instance_types(s, pool, class).await
+            b.karpenter_provider_provider()
+                .call_get_instance_types(s, pool, class)
+                .await
         });
         let types = self.typed(CALL, r.await?)?;
         validate::instance_types(&types).map_err(|e| self.invalid(CALL, e))?;
         Ok(types)
     }
 
-    pub async fn create(&self, claim: &wit::NodeClaim, class: &wit::NodeClass) -> Result<wit::Instance, CallError> {
+    pub async fn create(
+        &self,
+        claim: &wit::NodeClaim,
+        class: &wit::NodeClass,
+    ) -> Result<wit::Instance, CallError> {
         const CALL: &str = "create";
-        let r = self.call(CALL, async |s, b| b.karpenter_provider_provider().call_create(s, claim, class).await);
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider()
+                .call_create(s, claim, class)
+                .await
+        });
         let instance = self.typed(CALL, r.await?)?;
         validate::instance(&instance, &self.metadata).map_err(|e| self.invalid(CALL, e))?;
         Ok(instance)
@@ -238,13 +311,19 @@ impl Plugin {
 
     pub async fn delete(&self, claim: &wit::NodeClaim) -> Result<(), CallError> {
         const CALL: &str = "delete";
-        let r = self.call(CALL, async |s, b| b.karpenter_provider_provider().call_delete(s, claim).await);
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider().call_delete(s, claim).await
+        });
         self.typed(CALL, r.await?)
     }
 
     pub async fn get(&self, provider_id: &str) -> Result<wit::Instance, CallError> {
         const CALL: &str = "get";
-        let r = self.call(CALL, async |s, b| b.karpenter_provider_provider().call_get(s, provider_id).await);
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider()
+                .call_get(s, provider_id)
+                .await
+        });
         let instance = self.typed(CALL, r.await?)?;
         validate::instance(&instance, &self.metadata).map_err(|e| self.invalid(CALL, e))?;
         Ok(instance)
@@ -252,7 +331,9 @@ impl Plugin {
 
     pub async fn list(&self) -> Result<Vec<wit::Instance>, CallError> {
         const CALL: &str = "list-instances";
-        let r = self.call(CALL, async |s, b| b.karpenter_provider_provider().call_list_instances(s).await);
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider().call_list_instances(s).await
+        });
         let instances = self.typed(CALL, r.await?)?;
         for i in &instances {
             validate::instance(i, &self.metadata).map_err(|e| self.invalid(CALL, e))?;
@@ -260,15 +341,27 @@ impl Plugin {
         Ok(instances)
     }
 
-    pub async fn is_drifted(&self, claim: &wit::NodeClaim, class: &wit::NodeClass) -> Result<Option<String>, CallError> {
+    pub async fn is_drifted(
+        &self,
+        claim: &wit::NodeClaim,
+        class: &wit::NodeClass,
+    ) -> Result<Option<String>, CallError> {
         const CALL: &str = "is-drifted";
-        let r = self.call(CALL, async |s, b| b.karpenter_provider_provider().call_is_drifted(s, claim, class).await);
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider()
+                .call_is_drifted(s, claim, class)
+                .await
+        });
         self.typed(CALL, r.await?)
     }
 
     pub async fn repair_policies(&self) -> Result<Vec<wit::RepairPolicy>, CallError> {
-        self.call("repair-policies", async |s, b| b.karpenter_provider_provider().call_repair_policies(s).await)
-            .await
+        self.call("repair-policies", async |s, b| {
+            b.karpenter_provider_provider()
+                .call_repair_policies(s)
+                .await
+        })
+        .await
     }
 }
 

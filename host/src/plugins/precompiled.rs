@@ -21,17 +21,27 @@ impl PrecompiledCache {
         let mut h = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
         let sub = format!("wasmtime-{}-{:016x}", wasmtime_version(), h.finish());
-        root.create_dir_all(&sub).with_context(|| format!("creating precompiled cache {sub}"))?;
-        Ok(PrecompiledCache { dir: root.open_dir(&sub)? })
+        root.create_dir_all(&sub)
+            .with_context(|| format!("creating precompiled cache {sub}"))?;
+        Ok(PrecompiledCache {
+            dir: root.open_dir(&sub)?,
+        })
     }
 
     /// Loads the component from the cache, or compiles it and stores it.
-    pub fn load(&self, engine: &Engine, sha256: &str, wasm: &[u8]) -> anyhow::Result<(Component, bool)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        sha256: &str,
+        wasm: &[u8],
+    ) -> anyhow::Result<(Component, bool)> {
         let file = format!("{sha256}.cwasm");
         if let Ok(bytes) = self.dir.read(&file) {
             match deserialize(engine, &bytes) {
                 Ok(component) => return Ok((component, true)),
-                Err(e) => tracing::warn!(file, error = %e, "discarding unusable precompiled plugin"),
+                Err(e) => {
+                    tracing::warn!(file, error = %e, "discarding unusable precompiled plugin")
+                }
             }
         }
         let component = Component::new(engine, wasm)?;
@@ -39,7 +49,11 @@ impl PrecompiledCache {
             Ok(bytes) => {
                 // Write then rename, so a concurrent reader never sees half a file.
                 let tmp = format!("{file}.tmp");
-                if let Err(e) = self.dir.write(&tmp, &bytes).and_then(|()| self.dir.rename(&tmp, &self.dir, &file)) {
+                if let Err(e) = self
+                    .dir
+                    .write(&tmp, &bytes)
+                    .and_then(|()| self.dir.rename(&tmp, &self.dir, &file))
+                {
                     tracing::warn!(file, error = %e, "could not store precompiled plugin");
                 }
             }

@@ -50,7 +50,11 @@ pub struct ReloadReport {
 
 impl Registry {
     pub async fn open(runtime: Arc<Runtime>, dir: Dir) -> anyhow::Result<Arc<Self>> {
-        let registry = Arc::new(Registry { runtime, dir, state: RwLock::default() });
+        let registry = Arc::new(Registry {
+            runtime,
+            dir,
+            state: RwLock::default(),
+        });
         let report = registry.reload().await?;
         for (name, why) in &report.failed {
             tracing::error!(plugin = %name, error = %why, "plugin not loaded");
@@ -68,11 +72,20 @@ impl Registry {
 
     /// The plugin serving NodeClasses of this group and kind.
     pub fn for_node_class(&self, group: &str, kind: &str) -> Option<Arc<Plugin>> {
-        self.read().plugins.values().map(|l| &l.plugin).find(|p| p.serves(group, kind)).cloned()
+        self.read()
+            .plugins
+            .values()
+            .map(|l| &l.plugin)
+            .find(|p| p.serves(group, kind))
+            .cloned()
     }
 
     pub fn plugins(&self) -> Vec<Arc<Plugin>> {
-        self.read().plugins.values().map(|l| l.plugin.clone()).collect()
+        self.read()
+            .plugins
+            .values()
+            .map(|l| l.plugin.clone())
+            .collect()
     }
 
     pub fn failures(&self) -> BTreeMap<String, String> {
@@ -104,14 +117,27 @@ impl Registry {
                 Err(e) => {
                     let why = format!("{e:#}");
                     tracing::error!(plugin = %name, error = %why, "plugin failed to load; keeping the previous version, if any");
-                    self.state.write().unwrap_or_else(|e| e.into_inner()).failures.insert(name.clone(), why.clone());
+                    self.state
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .failures
+                        .insert(name.clone(), why.clone());
                     report.failed.push((name.clone(), why));
                 }
             }
-            self.state.write().unwrap_or_else(|e| e.into_inner()).seen.insert(name.clone(), stamp);
+            self.state
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .seen
+                .insert(name.clone(), stamp);
         }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-        let gone: Vec<String> = state.plugins.keys().filter(|n| !names.contains(n)).cloned().collect();
+        let gone: Vec<String> = state
+            .plugins
+            .keys()
+            .filter(|n| !names.contains(n))
+            .cloned()
+            .collect();
         for name in gone {
             tracing::info!(plugin = %name, "plugin removed");
             state.plugins.remove(&name);
@@ -128,7 +154,9 @@ impl Registry {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
-                let Some(registry) = weak.upgrade() else { return };
+                let Some(registry) = weak.upgrade() else {
+                    return;
+                };
                 if let Err(e) = registry.reload().await {
                     tracing::error!(error = %format!("{e:#}"), "cannot read the plugin directory");
                 }
@@ -165,7 +193,10 @@ impl Registry {
 
     /// Loads `name` unless its contents are what is loaded already.
     async fn load(&self, name: &str) -> anyhow::Result<Option<Loaded>> {
-        let wasm = self.dir.read(format!("{name}.wasm")).with_context(|| format!("reading {name}.wasm"))?;
+        let wasm = self
+            .dir
+            .read(format!("{name}.wasm"))
+            .with_context(|| format!("reading {name}.wasm"))?;
         let config_text = match self.dir.read_to_string(format!("{name}.yaml")) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -175,7 +206,12 @@ impl Registry {
         h.update(&wasm);
         h.update(config_text.as_deref().unwrap_or_default());
         let digest = hex::encode(h.finalize());
-        if self.read().plugins.get(name).is_some_and(|l| l.digest == digest) {
+        if self
+            .read()
+            .plugins
+            .get(name)
+            .is_some_and(|l| l.digest == digest)
+        {
             return Ok(None);
         }
         let config = match &config_text {
@@ -183,6 +219,9 @@ impl Registry {
             None => PluginConfig::default(),
         };
         let plugin = self.runtime.load(name, &wasm, config).await?;
-        Ok(Some(Loaded { plugin: Arc::new(plugin), digest }))
+        Ok(Some(Loaded {
+            plugin: Arc::new(plugin),
+            digest,
+        }))
     }
 }

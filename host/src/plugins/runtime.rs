@@ -2,7 +2,9 @@
 //! capabilities, and what is shared across plugins.
 
 use super::bindings::v0_1_0;
-use super::capabilities::{Capabilities, cache::KvCache, cluster::ClusterView, secrets::SecretStore, tokens};
+use super::capabilities::{
+    Capabilities, cache::KvCache, cluster::ClusterView, secrets::SecretStore, tokens,
+};
 use super::config::PluginConfig;
 use super::http::OutboundHttp;
 use super::metrics::PluginMetrics;
@@ -97,11 +99,18 @@ impl Runtime {
 
     /// Compiles (or loads from the precompiled cache) and links a plugin,
     /// after checking it implements a contract version this host supports.
-    pub async fn load(self: &Arc<Self>, name: &str, wasm: &[u8], config: PluginConfig) -> anyhow::Result<Plugin> {
+    pub async fn load(
+        self: &Arc<Self>,
+        name: &str,
+        wasm: &[u8],
+        config: PluginConfig,
+    ) -> anyhow::Result<Plugin> {
         let sha256 = hex::encode(Sha256::digest(wasm));
         let component = match &self.precompiled {
             Some(cache) => cache.load(&self.engine, &sha256, wasm).map(|(c, _)| c),
-            None => wasmtime::component::Component::new(&self.engine, wasm).map_err(anyhow::Error::from),
+            None => {
+                wasmtime::component::Component::new(&self.engine, wasm).map_err(anyhow::Error::from)
+            }
         }
         .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
         let version = super::inspect::contract_version(&self.engine, &component)

@@ -41,7 +41,10 @@ impl State {
             hooks,
             table: ResourceTable::new(),
             limits,
-            cpu: CpuBudget { used_ticks: 0, budget_ticks: cpu_budget_ticks },
+            cpu: CpuBudget {
+                used_ticks: 0,
+                budget_ticks: cpu_budget_ticks,
+            },
         }
     }
 
@@ -60,13 +63,20 @@ pub struct CpuBudget {
 
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for State {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
     }
 }
 

@@ -19,32 +19,59 @@ pub const WELL_KNOWN_LABELS: [&str; 5] = [
 const MAX_INSTANCE_TYPES: usize = 20_000;
 
 pub fn metadata(m: &wit::ProviderMetadata) -> anyhow::Result<()> {
-    ensure!(is_dns_label(&m.name), "provider name {:?} is not a lower-case DNS label", m.name);
+    ensure!(
+        is_dns_label(&m.name),
+        "provider name {:?} is not a lower-case DNS label",
+        m.name
+    );
     ensure!(!m.provider_id_schemes.is_empty(), "no providerID schemes");
     ensure!(!m.node_classes.is_empty(), "serves no NodeClass kinds");
     for k in &m.node_classes {
-        ensure!(!k.group.is_empty() && !k.version.is_empty() && !k.kind.is_empty(), "NodeClass kind incomplete: {k:?}");
-        ensure!(k.plural == k.plural.to_ascii_lowercase() && !k.plural.is_empty(), "plural {:?} must be lower case", k.plural);
-        let schema: serde_json::Value =
-            serde_json::from_str(&k.schema).with_context(|| format!("{} schema is not JSON", k.kind))?;
-        ensure!(schema.get("type").and_then(|t| t.as_str()) == Some("object"), "{} schema must be of type object", k.kind);
+        ensure!(
+            !k.group.is_empty() && !k.version.is_empty() && !k.kind.is_empty(),
+            "NodeClass kind incomplete: {k:?}"
+        );
+        ensure!(
+            k.plural == k.plural.to_ascii_lowercase() && !k.plural.is_empty(),
+            "plural {:?} must be lower case",
+            k.plural
+        );
+        let schema: serde_json::Value = serde_json::from_str(&k.schema)
+            .with_context(|| format!("{} schema is not JSON", k.kind))?;
+        ensure!(
+            schema.get("type").and_then(|t| t.as_str()) == Some("object"),
+            "{} schema must be of type object",
+            k.kind
+        );
     }
     Ok(())
 }
 
 pub fn node_class_status(s: &wit::NodeClassStatus) -> anyhow::Result<()> {
-    ensure!(s.conditions.iter().any(|c| c.type_ == "Ready"), "status has no Ready condition");
-    let resolved: serde_json::Value = serde_json::from_str(&s.resolved).context("resolved is not JSON")?;
+    ensure!(
+        s.conditions.iter().any(|c| c.type_ == "Ready"),
+        "status has no Ready condition"
+    );
+    let resolved: serde_json::Value =
+        serde_json::from_str(&s.resolved).context("resolved is not JSON")?;
     ensure!(resolved.is_object(), "resolved must be a JSON object");
     Ok(())
 }
 
 pub fn instance_types(types: &[wit::InstanceType]) -> anyhow::Result<()> {
-    ensure!(types.len() <= MAX_INSTANCE_TYPES, "{} instance types (at most {MAX_INSTANCE_TYPES})", types.len());
+    ensure!(
+        types.len() <= MAX_INSTANCE_TYPES,
+        "{} instance types (at most {MAX_INSTANCE_TYPES})",
+        types.len()
+    );
     let mut names = BTreeSet::new();
     for it in types {
         instance_type(it).with_context(|| format!("instance type {:?}", it.name))?;
-        ensure!(names.insert(it.name.as_str()), "instance type {:?} appears twice", it.name);
+        ensure!(
+            names.insert(it.name.as_str()),
+            "instance type {:?} appears twice",
+            it.name
+        );
     }
     Ok(())
 }
@@ -52,12 +79,19 @@ pub fn instance_types(types: &[wit::InstanceType]) -> anyhow::Result<()> {
 fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
     ensure!(!it.name.is_empty(), "empty name");
     for label in WELL_KNOWN_LABELS {
-        ensure!(it.requirements.iter().any(|r| r.key == label), "does not define the well-known label {label}");
+        ensure!(
+            it.requirements.iter().any(|r| r.key == label),
+            "does not define the well-known label {label}"
+        );
     }
     for r in &it.requirements {
         use wit::Operator::*;
         match r.operator {
-            In => ensure!(!r.values.is_empty(), "requirement {} In has no values", r.key),
+            In => ensure!(
+                !r.values.is_empty(),
+                "requirement {} In has no values",
+                r.key
+            ),
             Gt | Lt | Gte | Lte => ensure!(
                 r.values.len() == 1 && r.values[0].parse::<i64>().is_ok(),
                 "requirement {} {:?} needs one integer value",
@@ -70,7 +104,11 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
     ensure!(!it.offerings.is_empty(), "has no offerings");
     for o in &it.offerings {
         ensure!(!o.zone.is_empty(), "an offering has no zone");
-        ensure!(!o.capacity_type.is_empty(), "an offering in {} has no capacity type", o.zone);
+        ensure!(
+            !o.capacity_type.is_empty(),
+            "an offering in {} has no capacity type",
+            o.zone
+        );
         ensure!(
             o.price.is_finite() && o.price >= 0.0,
             "offering {}/{} has price {}, not a finite non-negative number",
@@ -81,7 +119,8 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
     }
     let capacity = resources(&it.capacity).context("capacity")?;
     let mut overhead = resources(&it.overhead.kube_reserved).context("kube-reserved")?;
-    for (k, v) in resources(&it.overhead.system_reserved).context("system-reserved")?
+    for (k, v) in resources(&it.overhead.system_reserved)
+        .context("system-reserved")?
         .into_iter()
         .chain(resources(&it.overhead.eviction_threshold).context("eviction-threshold")?)
     {
@@ -90,7 +129,10 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
     for resource in ["cpu", "memory", "pods"] {
         let cap = capacity.get(resource).copied().unwrap_or(0);
         let reserved = overhead.get(resource).copied().unwrap_or(0);
-        ensure!(cap - reserved > 0, "allocatable {resource} is not positive (capacity {cap}, overhead {reserved})");
+        ensure!(
+            cap - reserved > 0,
+            "allocatable {resource} is not positive (capacity {cap}, overhead {reserved})"
+        );
     }
     Ok(())
 }
@@ -110,14 +152,22 @@ fn resources(list: &[(String, String)]) -> anyhow::Result<std::collections::BTre
 }
 
 pub fn instance(i: &wit::Instance, meta: &wit::ProviderMetadata) -> anyhow::Result<()> {
-    let scheme = i.provider_id.split_once("://").map(|(s, _)| s).unwrap_or_default();
+    let scheme = i
+        .provider_id
+        .split_once("://")
+        .map(|(s, _)| s)
+        .unwrap_or_default();
     ensure!(
         meta.provider_id_schemes.iter().any(|s| s == scheme),
         "providerID {:?} does not use one of the provider's schemes ({})",
         i.provider_id,
         meta.provider_id_schemes.join(", ")
     );
-    ensure!(!i.node_claim.is_empty(), "instance {} names no NodeClaim", i.provider_id);
+    ensure!(
+        !i.node_claim.is_empty(),
+        "instance {} names no NodeClaim",
+        i.provider_id
+    );
     resources(&i.capacity).context("capacity")?;
     resources(&i.allocatable).context("allocatable")?;
     Ok(())
@@ -126,7 +176,8 @@ pub fn instance(i: &wit::Instance, meta: &wit::ProviderMetadata) -> anyhow::Resu
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }

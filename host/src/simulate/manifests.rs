@@ -25,11 +25,13 @@ impl Manifests {
     /// Adds every document of one YAML stream; `source` names it in errors.
     pub fn add_yaml(&mut self, source: &str, text: &str) -> anyhow::Result<()> {
         for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let value = Value::deserialize(doc).with_context(|| format!("{source}: document {}", i + 1))?;
+            let value =
+                Value::deserialize(doc).with_context(|| format!("{source}: document {}", i + 1))?;
             if value.is_null() {
                 continue;
             }
-            self.add(value).with_context(|| format!("{source}: document {}", i + 1))?;
+            self.add(value)
+                .with_context(|| format!("{source}: document {}", i + 1))?;
         }
         Ok(())
     }
@@ -37,7 +39,10 @@ impl Manifests {
     fn add(&mut self, value: Value) -> anyhow::Result<()> {
         let kind = value["kind"].as_str().unwrap_or_default().to_string();
         let api = value["apiVersion"].as_str().unwrap_or_default().to_string();
-        let name = value["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let parse = |what: &str| format!("{what} {name:?}");
         match (api.as_str(), kind.as_str()) {
             (_, "List") => {
@@ -45,29 +50,44 @@ impl Manifests {
                     self.add(item)?;
                 }
             }
-            ("karpenter.sh/v1", "NodePool") => self.node_pools.push(serde_json::from_value(value).with_context(|| parse("NodePool"))?),
-            ("v1", "Pod") => self.pods.push(serde_json::from_value(value).with_context(|| parse("Pod"))?),
-            ("v1", "Node") => self.nodes.push(serde_json::from_value(value).with_context(|| parse("Node"))?),
-            ("apps/v1", "DaemonSet") => self.daemon_sets.push(serde_json::from_value(value).with_context(|| parse("DaemonSet"))?),
-            ("policy/v1", "PodDisruptionBudget") => self.pdbs.push(serde_json::from_value(value).with_context(|| parse("PodDisruptionBudget"))?),
+            ("karpenter.sh/v1", "NodePool") => self
+                .node_pools
+                .push(serde_json::from_value(value).with_context(|| parse("NodePool"))?),
+            ("v1", "Pod") => self
+                .pods
+                .push(serde_json::from_value(value).with_context(|| parse("Pod"))?),
+            ("v1", "Node") => self
+                .nodes
+                .push(serde_json::from_value(value).with_context(|| parse("Node"))?),
+            ("apps/v1", "DaemonSet") => self
+                .daemon_sets
+                .push(serde_json::from_value(value).with_context(|| parse("DaemonSet"))?),
+            ("policy/v1", "PodDisruptionBudget") => self
+                .pdbs
+                .push(serde_json::from_value(value).with_context(|| parse("PodDisruptionBudget"))?),
             ("apps/v1", "Deployment") => {
-                let d: Deployment = serde_json::from_value(value).with_context(|| parse("Deployment"))?;
+                let d: Deployment =
+                    serde_json::from_value(value).with_context(|| parse("Deployment"))?;
                 let spec = d.spec;
                 self.expand(&d.metadata, &spec.template, spec.replicas.unwrap_or(1));
             }
             ("apps/v1", "ReplicaSet") => {
-                let r: ReplicaSet = serde_json::from_value(value).with_context(|| parse("ReplicaSet"))?;
+                let r: ReplicaSet =
+                    serde_json::from_value(value).with_context(|| parse("ReplicaSet"))?;
                 let spec = r.spec;
                 let template = spec.template.unwrap_or_default();
                 self.expand(&r.metadata, &template, spec.replicas.unwrap_or(1));
             }
             ("apps/v1", "StatefulSet") => {
-                let s: StatefulSet = serde_json::from_value(value).with_context(|| parse("StatefulSet"))?;
+                let s: StatefulSet =
+                    serde_json::from_value(value).with_context(|| parse("StatefulSet"))?;
                 let spec = s.spec;
                 self.expand(&s.metadata, &spec.template, spec.replicas.unwrap_or(1));
             }
             ("v1", "Namespace" | "ServiceAccount" | "Service" | "ConfigMap" | "Secret") => {}
-            (api, _) if api.starts_with("karpenter.sh/") => bail!("unsupported karpenter.sh object {api} {kind}"),
+            (api, _) if api.starts_with("karpenter.sh/") => {
+                bail!("unsupported karpenter.sh object {api} {kind}")
+            }
             (api, _) if api.contains('.') && api.contains('/') => self.node_classes.push(value),
             _ => bail!("unsupported object {api} {kind} {name:?}"),
         }
@@ -75,14 +95,23 @@ impl Manifests {
     }
 
     /// A workload's replicas as Pods named like the controller would.
-    fn expand(&mut self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, template: &PodTemplateSpec, replicas: i32) {
+    fn expand(
+        &mut self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        template: &PodTemplateSpec,
+        replicas: i32,
+    ) {
         let owner = meta.name.clone().unwrap_or_default();
         for i in 0..replicas.max(0) {
             let mut metadata = template.metadata.clone().unwrap_or_default();
             metadata.name = Some(format!("{owner}-{i}"));
             metadata.namespace = meta.namespace.clone().or_else(|| Some("default".into()));
             metadata.uid = Some(format!("{owner}-{i}"));
-            self.pods.push(Pod { metadata, spec: template.spec.clone(), status: None });
+            self.pods.push(Pod {
+                metadata,
+                spec: template.spec.clone(),
+                status: None,
+            });
         }
     }
 }

@@ -47,37 +47,73 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
         .enumerate()
         .map(|(i, p)| snapshot::pods::pod(p, i as i64))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let daemon_sets = manifests.daemon_sets.iter().map(snapshot::pods::daemon_set).collect::<anyhow::Result<_>>()?;
-    let snapshot = engine::Snapshot { node_pools, nodes, daemon_sets, pods, options: engine::Options::default() };
+    let daemon_sets = manifests
+        .daemon_sets
+        .iter()
+        .map(snapshot::pods::daemon_set)
+        .collect::<anyhow::Result<_>>()?;
+    let snapshot = engine::Snapshot {
+        node_pools,
+        nodes,
+        daemon_sets,
+        pods,
+        options: engine::Options::default(),
+    };
     let plan = engine::schedule(&snapshot);
-    Ok(Simulation { pod_count: snapshot.pods.len(), snapshot, plan })
+    Ok(Simulation {
+        pod_count: snapshot.pods.len(),
+        snapshot,
+        plan,
+    })
 }
 
-async fn instance_types(np: &NodePool, manifests: &Manifests, registry: &Registry) -> anyhow::Result<Vec<wit::InstanceType>> {
+async fn instance_types(
+    np: &NodePool,
+    manifests: &Manifests,
+    registry: &Registry,
+) -> anyhow::Result<Vec<wit::InstanceType>> {
     let name = np.metadata.name.as_deref().unwrap_or_default();
     let class_ref = &np.spec.template.spec.node_class_ref;
-    let plugin = registry.for_node_class(&class_ref.group, &class_ref.kind).with_context(|| {
-        let loaded: Vec<String> = registry
-            .plugins()
-            .iter()
-            .flat_map(|p| p.metadata.node_classes.iter().map(|k| format!("{}/{}", k.group, k.kind)))
-            .collect();
-        format!(
-            "nodepool {name}: no plugin serves {}/{} (loaded: {})",
-            class_ref.group,
-            class_ref.kind,
-            if loaded.is_empty() { "none".into() } else { loaded.join(", ") }
-        )
-    })?;
+    let plugin = registry
+        .for_node_class(&class_ref.group, &class_ref.kind)
+        .with_context(|| {
+            let loaded: Vec<String> = registry
+                .plugins()
+                .iter()
+                .flat_map(|p| {
+                    p.metadata
+                        .node_classes
+                        .iter()
+                        .map(|k| format!("{}/{}", k.group, k.kind))
+                })
+                .collect();
+            format!(
+                "nodepool {name}: no plugin serves {}/{} (loaded: {})",
+                class_ref.group,
+                class_ref.kind,
+                if loaded.is_empty() {
+                    "none".into()
+                } else {
+                    loaded.join(", ")
+                }
+            )
+        })?;
     let class = manifests
         .node_classes
         .iter()
         .find(|o| {
             o["kind"].as_str() == Some(class_ref.kind.as_str())
-                && o["apiVersion"].as_str().is_some_and(|v| v.split('/').next() == Some(class_ref.group.as_str()))
+                && o["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.split('/').next() == Some(class_ref.group.as_str()))
                 && o["metadata"]["name"].as_str() == Some(class_ref.name.as_str())
         })
-        .with_context(|| format!("nodepool {name}: {} {:?} is not in the manifests", class_ref.kind, class_ref.name))?;
+        .with_context(|| {
+            format!(
+                "nodepool {name}: {} {:?} is not in the manifests",
+                class_ref.kind, class_ref.name
+            )
+        })?;
     let class = objects::node_class(class)?;
     let pool = objects::node_pool(np)?;
     Ok(plugin.get_instance_types(&pool, &class).await?)

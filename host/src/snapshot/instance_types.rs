@@ -18,12 +18,22 @@ pub fn operator(op: wit::Operator) -> Operator {
 }
 
 pub fn requirement(r: &wit::Requirement) -> Requirement {
-    Requirement { key: r.key.clone(), operator: operator(r.operator), values: r.values.clone(), min_values: r.min_values }
+    Requirement {
+        key: r.key.clone(),
+        operator: operator(r.operator),
+        values: r.values.clone(),
+        min_values: r.min_values,
+    }
 }
 
 pub fn resources(list: &[(String, String)]) -> anyhow::Result<ResourceList> {
     list.iter()
-        .map(|(k, v)| Ok((k.clone(), engine::parse_resource(k, v).with_context(|| format!("resource {k}"))?)))
+        .map(|(k, v)| {
+            Ok((
+                k.clone(),
+                engine::parse_resource(k, v).with_context(|| format!("resource {k}"))?,
+            ))
+        })
         .collect()
 }
 
@@ -47,8 +57,10 @@ pub fn instance_type(it: &wit::InstanceType) -> anyhow::Result<InstanceType> {
             capacity: resources(&it.capacity).context("capacity")?,
             overhead: Overhead {
                 kube_reserved: resources(&it.overhead.kube_reserved).context("kube-reserved")?,
-                system_reserved: resources(&it.overhead.system_reserved).context("system-reserved")?,
-                eviction_threshold: resources(&it.overhead.eviction_threshold).context("eviction-threshold")?,
+                system_reserved: resources(&it.overhead.system_reserved)
+                    .context("system-reserved")?,
+                eviction_threshold: resources(&it.overhead.eviction_threshold)
+                    .context("eviction-threshold")?,
             },
         })
     };

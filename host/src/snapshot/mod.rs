@@ -41,5 +41,8 @@ pub fn max_into(a: &mut ResourceList, b: &ResourceList) {
 
 /// Kubernetes labels (or a selector's matchLabels) for the engine.
 pub fn labels(map: Option<&BTreeMap<String, String>>) -> engine::Labels {
-    map.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect()
+    map.into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }

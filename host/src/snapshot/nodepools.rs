@@ -15,7 +15,9 @@ pub fn node_pool(np: &NodePool, types: &[wit::InstanceType]) -> anyhow::Result<e
             .map(|r| {
                 Ok(engine::Requirement {
                     key: r.key.clone(),
-                    operator: instance_types::operator(crate::plugins::objects::operator(&r.operator)?),
+                    operator: instance_types::operator(crate::plugins::objects::operator(
+                        &r.operator,
+                    )?),
                     values: r.values.clone(),
                     min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
                 })
@@ -25,11 +27,22 @@ pub fn node_pool(np: &NodePool, types: &[wit::InstanceType]) -> anyhow::Result<e
             name: name.clone(),
             weight: np.spec.weight.unwrap_or(0),
             labels: super::labels(np.spec.template.metadata.as_ref().map(|m| &m.labels)),
-            taints: spec.taints.iter().map(nodes::taint).collect::<anyhow::Result<_>>()?,
-            startup_taints: spec.startup_taints.iter().map(nodes::taint).collect::<anyhow::Result<_>>()?,
+            taints: spec
+                .taints
+                .iter()
+                .map(nodes::taint)
+                .collect::<anyhow::Result<_>>()?,
+            startup_taints: spec
+                .startup_taints
+                .iter()
+                .map(nodes::taint)
+                .collect::<anyhow::Result<_>>()?,
             requirements,
             limits: super::resource_list(np.spec.limits.as_ref()).context("limits")?,
-            instance_types: types.iter().map(instance_types::instance_type).collect::<anyhow::Result<_>>()?,
+            instance_types: types
+                .iter()
+                .map(instance_types::instance_type)
+                .collect::<anyhow::Result<_>>()?,
         })
     };
     build().with_context(|| format!("nodepool {name}"))

@@ -5,7 +5,11 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
 pub fn taint(t: &Taint) -> anyhow::Result<engine::Taint> {
-    Ok(engine::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect: effect(&t.effect)? })
+    Ok(engine::Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: effect(&t.effect)?,
+    })
 }
 
 pub fn effect(e: &str) -> anyhow::Result<engine::TaintEffect> {
@@ -33,15 +37,26 @@ pub fn node(node: &Node, bound: &[&Pod]) -> anyhow::Result<engine::Node> {
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "True");
         let initialized = match &node_pool {
-            Some(_) => labels.get("karpenter.sh/initialized").is_some_and(|v| v == "true"),
+            Some(_) => labels
+                .get("karpenter.sh/initialized")
+                .is_some_and(|v| v == "true"),
             None => ready,
         };
         Ok(engine::Node {
             labels: super::labels(Some(&labels)),
-            taints: spec.taints.iter().flatten().map(taint).collect::<anyhow::Result<_>>()?,
-            allocatable: super::resource_list(status.allocatable.as_ref()).context("allocatable")?,
+            taints: spec
+                .taints
+                .iter()
+                .flatten()
+                .map(taint)
+                .collect::<anyhow::Result<_>>()?,
+            allocatable: super::resource_list(status.allocatable.as_ref())
+                .context("allocatable")?,
             capacity: Some(super::resource_list(status.capacity.as_ref()).context("capacity")?),
-            pods: bound.iter().map(|p| pods::bound_pod(p)).collect::<anyhow::Result<_>>()?,
+            pods: bound
+                .iter()
+                .map(|p| pods::bound_pod(p))
+                .collect::<anyhow::Result<_>>()?,
             initialized,
             node_pool,
             in_flight: false,

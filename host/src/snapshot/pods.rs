@@ -9,23 +9,41 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 /// The pod's effective requests as the scheduler sees them: the larger of
 /// the containers' sum and any init container, plus the pod overhead.
 pub fn requests(spec: &core::PodSpec) -> anyhow::Result<ResourceList> {
-    let container = |c: &core::Container| resource_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+    let container =
+        |c: &core::Container| resource_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
     let mut sum = ResourceList::new();
     for c in &spec.containers {
-        add(&mut sum, &container(c).with_context(|| format!("container {}", c.name))?);
+        add(
+            &mut sum,
+            &container(c).with_context(|| format!("container {}", c.name))?,
+        );
     }
     for c in spec.init_containers.iter().flatten() {
-        max_into(&mut sum, &container(c).with_context(|| format!("init container {}", c.name))?);
+        max_into(
+            &mut sum,
+            &container(c).with_context(|| format!("init container {}", c.name))?,
+        );
     }
-    add(&mut sum, &resource_list(spec.overhead.as_ref()).context("overhead")?);
+    add(
+        &mut sum,
+        &resource_list(spec.overhead.as_ref()).context("overhead")?,
+    );
     Ok(sum)
 }
 
 fn host_ports(spec: &core::PodSpec) -> Vec<engine::HostPort> {
     let mut out = Vec::new();
-    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
         for p in c.ports.iter().flatten() {
-            if let Some(port) = p.host_port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0) {
+            if let Some(port) = p
+                .host_port
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p > 0)
+            {
                 out.push(engine::HostPort {
                     port,
                     protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
@@ -48,12 +66,22 @@ fn node_requirement(r: &core::NodeSelectorRequirement) -> anyhow::Result<engine:
         "Lt" => Lt,
         other => bail!("node selector {}: unknown operator {other:?}", r.key),
     };
-    Ok(engine::Requirement { key: r.key.clone(), operator, values: r.values.clone().unwrap_or_default(), min_values: None })
+    Ok(engine::Requirement {
+        key: r.key.clone(),
+        operator,
+        values: r.values.clone().unwrap_or_default(),
+        min_values: None,
+    })
 }
 
 fn term(t: &core::NodeSelectorTerm) -> anyhow::Result<engine::NodeSelectorTerm> {
     Ok(engine::NodeSelectorTerm {
-        match_expressions: t.match_expressions.iter().flatten().map(node_requirement).collect::<anyhow::Result<_>>()?,
+        match_expressions: t
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(node_requirement)
+            .collect::<anyhow::Result<_>>()?,
     })
 }
 
@@ -69,7 +97,12 @@ pub fn node_affinity(a: &core::NodeAffinity) -> anyhow::Result<engine::NodeAffin
             .preferred_during_scheduling_ignored_during_execution
             .iter()
             .flatten()
-            .map(|p| Ok(engine::PreferredSchedulingTerm { weight: p.weight, preference: term(&p.preference)? }))
+            .map(|p| {
+                Ok(engine::PreferredSchedulingTerm {
+                    weight: p.weight,
+                    preference: term(&p.preference)?,
+                })
+            })
             .collect::<anyhow::Result<_>>()?,
     })
 }
@@ -89,7 +122,11 @@ pub fn label_selector(s: &meta::LabelSelector) -> anyhow::Result<engine::LabelSe
                     "DoesNotExist" => engine::SelectorOperator::DoesNotExist,
                     other => bail!("label selector {}: unknown operator {other:?}", e.key),
                 };
-                Ok(engine::LabelSelectorRequirement { key: e.key.clone(), operator, values: e.values.clone().unwrap_or_default() })
+                Ok(engine::LabelSelectorRequirement {
+                    key: e.key.clone(),
+                    operator,
+                    values: e.values.clone().unwrap_or_default(),
+                })
             })
             .collect::<anyhow::Result<_>>()?,
     })
@@ -108,16 +145,27 @@ fn pod_affinity(
     preferred: Option<&Vec<core::WeightedPodAffinityTerm>>,
 ) -> anyhow::Result<engine::PodAffinity> {
     Ok(engine::PodAffinity {
-        required: required.into_iter().flatten().map(affinity_term).collect::<anyhow::Result<_>>()?,
+        required: required
+            .into_iter()
+            .flatten()
+            .map(affinity_term)
+            .collect::<anyhow::Result<_>>()?,
         preferred: preferred
             .into_iter()
             .flatten()
-            .map(|w| Ok(engine::WeightedPodAffinityTerm { weight: w.weight, term: affinity_term(&w.pod_affinity_term)? }))
+            .map(|w| {
+                Ok(engine::WeightedPodAffinityTerm {
+                    weight: w.weight,
+                    term: affinity_term(&w.pod_affinity_term)?,
+                })
+            })
             .collect::<anyhow::Result<_>>()?,
     })
 }
 
-pub fn tolerations(list: Option<&Vec<core::Toleration>>) -> anyhow::Result<Vec<engine::Toleration>> {
+pub fn tolerations(
+    list: Option<&Vec<core::Toleration>>,
+) -> anyhow::Result<Vec<engine::Toleration>> {
     list.into_iter()
         .flatten()
         .map(|t| {
@@ -129,30 +177,45 @@ pub fn tolerations(list: Option<&Vec<core::Toleration>>) -> anyhow::Result<Vec<e
                     Some(other) => bail!("toleration {:?}: unknown operator {other:?}", t.key),
                 },
                 value: t.value.clone().unwrap_or_default(),
-                effect: t.effect.as_deref().filter(|e| !e.is_empty()).map(super::nodes::effect).transpose()?,
+                effect: t
+                    .effect
+                    .as_deref()
+                    .filter(|e| !e.is_empty())
+                    .map(super::nodes::effect)
+                    .transpose()?,
             })
         })
         .collect()
 }
 
 fn spread(c: &core::TopologySpreadConstraint) -> anyhow::Result<engine::TopologySpreadConstraint> {
-    let policy = |p: Option<&String>, default: engine::NodeInclusionPolicy| match p.map(String::as_str) {
-        Some("Honor") => engine::NodeInclusionPolicy::Honor,
-        Some("Ignore") => engine::NodeInclusionPolicy::Ignore,
-        _ => default,
-    };
+    let policy =
+        |p: Option<&String>, default: engine::NodeInclusionPolicy| match p.map(String::as_str) {
+            Some("Honor") => engine::NodeInclusionPolicy::Honor,
+            Some("Ignore") => engine::NodeInclusionPolicy::Ignore,
+            _ => default,
+        };
     Ok(engine::TopologySpreadConstraint {
         max_skew: c.max_skew,
         topology_key: c.topology_key.clone(),
         when_unsatisfiable: match c.when_unsatisfiable.as_str() {
             "DoNotSchedule" => engine::WhenUnsatisfiable::DoNotSchedule,
             "ScheduleAnyway" => engine::WhenUnsatisfiable::ScheduleAnyway,
-            other => bail!("topology spread on {}: unknown whenUnsatisfiable {other:?}", c.topology_key),
+            other => bail!(
+                "topology spread on {}: unknown whenUnsatisfiable {other:?}",
+                c.topology_key
+            ),
         },
         label_selector: c.label_selector.as_ref().map(label_selector).transpose()?,
         min_domains: c.min_domains,
-        node_affinity_policy: policy(c.node_affinity_policy.as_ref(), engine::NodeInclusionPolicy::Honor),
-        node_taints_policy: policy(c.node_taints_policy.as_ref(), engine::NodeInclusionPolicy::Ignore),
+        node_affinity_policy: policy(
+            c.node_affinity_policy.as_ref(),
+            engine::NodeInclusionPolicy::Honor,
+        ),
+        node_taints_policy: policy(
+            c.node_taints_policy.as_ref(),
+            engine::NodeInclusionPolicy::Ignore,
+        ),
         match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
     })
 }
@@ -165,7 +228,11 @@ pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
         let spec = p.spec.as_ref().context("pod has no spec")?;
         let affinity = spec.affinity.clone().unwrap_or_default();
         Ok(engine::Pod {
-            namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            namespace: p
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
             name: name.clone(),
             uid: p.metadata.uid.clone().unwrap_or_else(|| name.clone()),
             creation,
@@ -173,14 +240,20 @@ pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
             requests: requests(spec)?,
             node_selector: labels(spec.node_selector.as_ref()),
             affinity: engine::Affinity {
-                node_affinity: affinity.node_affinity.as_ref().map(node_affinity).transpose()?,
+                node_affinity: affinity
+                    .node_affinity
+                    .as_ref()
+                    .map(node_affinity)
+                    .transpose()?,
                 pod_affinity: affinity
                     .pod_affinity
                     .as_ref()
                     .map(|a| {
                         pod_affinity(
-                            a.required_during_scheduling_ignored_during_execution.as_ref(),
-                            a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                            a.required_during_scheduling_ignored_during_execution
+                                .as_ref(),
+                            a.preferred_during_scheduling_ignored_during_execution
+                                .as_ref(),
                         )
                     })
                     .transpose()?,
@@ -189,8 +262,10 @@ pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
                     .as_ref()
                     .map(|a| {
                         pod_affinity(
-                            a.required_during_scheduling_ignored_during_execution.as_ref(),
-                            a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                            a.required_during_scheduling_ignored_during_execution
+                                .as_ref(),
+                            a.preferred_during_scheduling_ignored_during_execution
+                                .as_ref(),
                         )
                     })
                     .transpose()?,
@@ -212,9 +287,16 @@ pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
 /// A pod already bound to a node: what it uses and what others must respect.
 pub fn bound_pod(p: &core::Pod) -> anyhow::Result<engine::BoundPod> {
     let spec = p.spec.clone().unwrap_or_default();
-    let anti = spec.affinity.as_ref().and_then(|a| a.pod_anti_affinity.as_ref());
+    let anti = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref());
     Ok(engine::BoundPod {
-        namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        namespace: p
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         name: p.metadata.name.clone().unwrap_or_default(),
         labels: labels(p.metadata.labels.as_ref()),
         requests: requests(&spec)?,
@@ -222,8 +304,10 @@ pub fn bound_pod(p: &core::Pod) -> anyhow::Result<engine::BoundPod> {
         pod_anti_affinity: anti
             .map(|a| {
                 pod_affinity(
-                    a.required_during_scheduling_ignored_during_execution.as_ref(),
-                    a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                    a.required_during_scheduling_ignored_during_execution
+                        .as_ref(),
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_ref(),
                 )
             })
             .transpose()?,
@@ -235,7 +319,11 @@ pub fn daemon_set(ds: &k8s_openapi::api::apps::v1::DaemonSet) -> anyhow::Result<
     let build = || -> anyhow::Result<engine::DaemonSet> {
         let spec = ds.spec.template.spec.clone().unwrap_or_default();
         Ok(engine::DaemonSet {
-            namespace: ds.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            namespace: ds
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
             name: name.clone(),
             requests: requests(&spec)?,
             tolerations: tolerations(spec.tolerations.as_ref())?,

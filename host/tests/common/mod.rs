@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 /// A built plugin: `target/plugins/<name>.wasm` or `target/test-plugins/<name>.wasm`.
 pub fn plugin_wasm(name: &str) -> Vec<u8> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("target");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target");
     for dir in ["plugins", "test-plugins"] {
         let path = root.join(dir).join(format!("{name}.wasm"));
         if let Ok(bytes) = std::fs::read(&path) {
@@ -21,10 +23,15 @@ pub fn runtime() -> std::sync::Arc<karpenter::plugins::Runtime> {
     runtime_with(karpenter::plugins::RuntimeOptions::default())
 }
 
-pub fn runtime_with(mut options: karpenter::plugins::RuntimeOptions) -> std::sync::Arc<karpenter::plugins::Runtime> {
-    let dir = std::env::temp_dir().join(format!("karpenter-test-precompiled-{}", std::process::id()));
+pub fn runtime_with(
+    mut options: karpenter::plugins::RuntimeOptions,
+) -> std::sync::Arc<karpenter::plugins::Runtime> {
+    let dir =
+        std::env::temp_dir().join(format!("karpenter-test-precompiled-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("cache dir");
-    options.precompiled =
-        Some(cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority()).expect("open cache dir"));
+    options.precompiled = Some(
+        cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority())
+            .expect("open cache dir"),
+    );
     karpenter::plugins::Runtime::new(options).expect("runtime")
 }

@@ -77,7 +77,8 @@ pub fn instance_type(shape: &Shape, unavailable: &dyn Fn(&str) -> bool) -> Insta
     let od = shape.on_demand_price();
     let mut offerings = Vec::with_capacity(ZONES.len() * 2);
     for zone in ZONES {
-        for (capacity_type, price) in [(labels::SPOT, od * SPOT_DISCOUNT), (labels::ON_DEMAND, od)] {
+        for (capacity_type, price) in [(labels::SPOT, od * SPOT_DISCOUNT), (labels::ON_DEMAND, od)]
+        {
             let key = unavailable_key(&shape.name, zone, capacity_type);
             offerings.push(Offering {
                 zone: zone.to_string(),
@@ -112,7 +113,10 @@ pub fn instance_type(shape: &Shape, unavailable: &dyn Fn(&str) -> bool) -> Insta
             ("ephemeral-storage", "20Gi".to_string()),
         ]),
         overhead: Overhead {
-            kube_reserved: resources(&[("cpu", "100m".into()), ("memory", mib(shape.max_pods() * 11 + 255))]),
+            kube_reserved: resources(&[
+                ("cpu", "100m".into()),
+                ("memory", mib(shape.max_pods() * 11 + 255)),
+            ]),
             system_reserved: Vec::new(),
             eviction_threshold: resources(&[("memory", mib(100))]),
         },
@@ -138,8 +142,16 @@ mod tests {
         let shape = find("c-4x-amd64-linux").expect("in catalog");
         let key = unavailable_key("c-4x-amd64-linux", "test-zone-a", "spot");
         let it = instance_type(&shape, &|k| k == key);
-        let spot = it.offerings.iter().find(|o| o.zone == "test-zone-a" && o.capacity_type == "spot").expect("spot");
-        let od = it.offerings.iter().find(|o| o.zone == "test-zone-a" && o.capacity_type == "on-demand").expect("od");
+        let spot = it
+            .offerings
+            .iter()
+            .find(|o| o.zone == "test-zone-a" && o.capacity_type == "spot")
+            .expect("spot");
+        let od = it
+            .offerings
+            .iter()
+            .find(|o| o.zone == "test-zone-a" && o.capacity_type == "on-demand")
+            .expect("od");
         assert!(!spot.available);
         assert!(od.available);
         assert!(spot.price < od.price);

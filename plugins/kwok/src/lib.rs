@@ -47,8 +47,15 @@ impl Guest for Kwok {
 
     fn get_instance_types(_pool: NodePool, _class: NodeClass) -> Result<Vec<InstanceType>, Error> {
         let unavailable = unavailable_offerings();
-        let is_unavailable = |key: &str| unavailable.binary_search_by(|k| k.as_str().cmp(key)).is_ok();
-        Ok(catalog::shapes().iter().map(|s| catalog::instance_type(s, &is_unavailable)).collect())
+        let is_unavailable = |key: &str| {
+            unavailable
+                .binary_search_by(|k| k.as_str().cmp(key))
+                .is_ok()
+        };
+        Ok(catalog::shapes()
+            .iter()
+            .map(|s| catalog::instance_type(s, &is_unavailable))
+            .collect())
     }
 
     fn create(claim: NodeClaim, _class: NodeClass) -> Result<Instance, Error> {
@@ -57,7 +64,10 @@ impl Guest for Kwok {
         }
         let types = Self::get_instance_types(empty_pool(), empty_class())?;
         let (it, offering) = cheapest_offering(&claim, &types).ok_or_else(|| {
-            insufficient_capacity(format!("no available offering satisfies nodeclaim {}", claim.name), vec![])
+            insufficient_capacity(
+                format!("no available offering satisfies nodeclaim {}", claim.name),
+                vec![],
+            )
         })?;
         // Offerings configured as out of capacity fail here, as a cloud would,
         // and are remembered as unavailable so the next batch picks another.
@@ -65,7 +75,10 @@ impl Guest for Kwok {
             let key = catalog::unavailable_key(&it.name, &offering.zone, &offering.capacity_type);
             cache::set(&key, b"", 180);
             return Err(insufficient_capacity(
-                format!("{} in {} ({}) is out of capacity", it.name, offering.zone, offering.capacity_type),
+                format!(
+                    "{} in {} ({}) is out of capacity",
+                    it.name, offering.zone, offering.capacity_type
+                ),
                 vec![OfferingRef {
                     instance_type: it.name.clone(),
                     zone: offering.zone.clone(),
@@ -146,7 +159,11 @@ fn empty_pool() -> NodePool {
 }
 
 fn empty_class() -> NodeClass {
-    NodeClass { name: String::new(), generation: 0, json: "{}".into() }
+    NodeClass {
+        name: String::new(),
+        generation: 0,
+        json: "{}".into(),
+    }
 }
 
 karpenter_plugin_sdk::export!(Kwok);

@@ -20,9 +20,16 @@ fn token() -> Result<String, Error> {
 }
 
 fn send(request: Request) -> Result<Response, Error> {
-    let response = request.bearer(&token()?).header("accept", "application/json").send()?;
+    let response = request
+        .bearer(&token()?)
+        .header("accept", "application/json")
+        .send()?;
     if response.status == 429 || response.status >= 500 {
-        return Err(retryable(format!("API server answered {}: {}", response.status, response.text())));
+        return Err(retryable(format!(
+            "API server answered {}: {}",
+            response.status,
+            response.text()
+        )));
     }
     Ok(response)
 }
@@ -32,7 +39,11 @@ pub fn name_from_provider_id(provider_id: &str) -> Result<String, Error> {
         .strip_prefix(&format!("{PROVIDER_ID_SCHEME}://"))
         .filter(|n| !n.is_empty())
         .map(str::to_string)
-        .ok_or_else(|| fatal(format!("providerID {provider_id:?} is not of the form kwok://<node>")))
+        .ok_or_else(|| {
+            fatal(format!(
+                "providerID {provider_id:?} is not of the form kwok://<node>"
+            ))
+        })
 }
 
 pub fn get(name: &str) -> Result<Option<Instance>, Error> {
@@ -40,15 +51,24 @@ pub fn get(name: &str) -> Result<Option<Instance>, Error> {
     match response.status {
         404 => Ok(None),
         200 => Ok(Some(instance(&response.json::<Value>()?))),
-        status => Err(fatal(format!("get node {name}: {status}: {}", response.text()))),
+        status => Err(fatal(format!(
+            "get node {name}: {status}: {}",
+            response.text()
+        ))),
     }
 }
 
 pub fn list() -> Result<Vec<Instance>, Error> {
     let selector = encode(&format!("{MANAGED_LABEL}=true"));
-    let response = send(Request::get(api(&format!("/api/v1/nodes?labelSelector={selector}"))))?;
+    let response = send(Request::get(api(&format!(
+        "/api/v1/nodes?labelSelector={selector}"
+    ))))?;
     if !response.is_success() {
-        return Err(fatal(format!("list nodes: {}: {}", response.status, response.text())));
+        return Err(fatal(format!(
+            "list nodes: {}: {}",
+            response.status,
+            response.text()
+        )));
     }
     let list: Value = response.json()?;
     let items = list["items"].as_array().cloned().unwrap_or_default();
@@ -57,14 +77,28 @@ pub fn list() -> Result<Vec<Instance>, Error> {
     Ok(out)
 }
 
-pub fn create(claim: &NodeClaim, it: &InstanceType, mut node_labels: Vec<(String, String)>) -> Result<Instance, Error> {
+pub fn create(
+    claim: &NodeClaim,
+    it: &InstanceType,
+    mut node_labels: Vec<(String, String)>,
+) -> Result<Instance, Error> {
     node_labels.push((MANAGED_LABEL.into(), "true".into()));
-    let labels_json: serde_json::Map<String, Value> =
-        node_labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-    let mut taints: Vec<Value> = claim.taints.iter().chain(&claim.startup_taints).map(taint).collect();
+    let labels_json: serde_json::Map<String, Value> = node_labels
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let mut taints: Vec<Value> = claim
+        .taints
+        .iter()
+        .chain(&claim.startup_taints)
+        .map(taint)
+        .collect();
     taints.push(json!({"key": labels::UNREGISTERED_TAINT, "effect": "NoExecute"}));
-    let capacity: serde_json::Map<String, Value> =
-        it.capacity.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    let capacity: serde_json::Map<String, Value> = it
+        .capacity
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
     let node = json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -80,8 +114,13 @@ pub fn create(claim: &NodeClaim, it: &InstanceType, mut node_labels: Vec<(String
     match response.status {
         200 | 201 => Ok(instance(&response.json::<Value>()?)),
         // Created by an earlier attempt: return what exists, never a second one.
-        409 => get(&claim.name)?.ok_or_else(|| retryable(format!("node {} conflicts but is gone", claim.name))),
-        status => Err(create_error("NodeCreateFailed", format!("{status}: {}", response.text()), false)),
+        409 => get(&claim.name)?
+            .ok_or_else(|| retryable(format!("node {} conflicts but is gone", claim.name))),
+        status => Err(create_error(
+            "NodeCreateFailed",
+            format!("{status}: {}", response.text()),
+            false,
+        )),
     }
 }
 
@@ -90,7 +129,10 @@ pub fn delete(name: &str) -> Result<(), Error> {
     match response.status {
         404 => Err(not_found(format!("node {name} does not exist"))),
         200 | 202 => Ok(()),
-        status => Err(fatal(format!("delete node {name}: {status}: {}", response.text()))),
+        status => Err(fatal(format!(
+            "delete node {name}: {status}: {}",
+            response.text()
+        ))),
     }
 }
 
@@ -110,11 +152,21 @@ fn instance(node: &Value) -> Instance {
         .iter()
         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
         .collect();
-    let label = |k: &str| label_map.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let label = |k: &str| {
+        label_map
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let resources = |field: &str| -> Vec<(String, String)> {
         node["status"][field]
             .as_object()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let state = if meta.get("deletionTimestamp").is_some_and(|v| !v.is_null()) {
@@ -126,7 +178,10 @@ fn instance(node: &Value) -> Instance {
     Instance {
         node_claim: name,
         node_pool: label(labels::NODE_POOL),
-        provider_id: node["spec"]["providerID"].as_str().unwrap_or_default().to_string(),
+        provider_id: node["spec"]["providerID"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         image_id: "kwok".into(),
         instance_type: label(labels::INSTANCE_TYPE),
         zone: label(labels::ZONE),

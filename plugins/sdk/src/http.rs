@@ -48,7 +48,12 @@ impl std::error::Error for HttpError {}
 
 impl Request {
     pub fn new(method: &str, url: impl Into<String>) -> Self {
-        Request { method: method.to_string(), url: url.into(), headers: Vec::new(), body: Vec::new() }
+        Request {
+            method: method.to_string(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     pub fn get(url: impl Into<String>) -> Self {
@@ -94,8 +99,10 @@ impl Request {
         if !self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH") {
             headers.push(("content-length".into(), self.body.len().to_string()));
         }
-        let fields: Vec<(String, Vec<u8>)> =
-            headers.into_iter().map(|(k, v)| (k, v.into_bytes())).collect();
+        let fields: Vec<(String, Vec<u8>)> = headers
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
         let fields = Fields::from_list(&fields).map_err(|e| transport(format!("header: {e:?}")))?;
         let request = OutgoingRequest::new(fields);
         let method = match self.method.as_str() {
@@ -108,20 +115,38 @@ impl Request {
             other => Method::Other(other.to_string()),
         };
         let invalid = |what: &str| HttpError::InvalidUrl(format!("{} ({what})", self.url));
-        request.set_method(&method).map_err(|()| invalid("method"))?;
-        let scheme = if url.https { Scheme::Https } else { Scheme::Http };
-        request.set_scheme(Some(&scheme)).map_err(|()| invalid("scheme"))?;
-        request.set_authority(Some(url.authority)).map_err(|()| invalid("authority"))?;
-        request.set_path_with_query(Some(url.path)).map_err(|()| invalid("path"))?;
-        let out_body = request.body().map_err(|()| transport("request body taken twice"))?;
+        request
+            .set_method(&method)
+            .map_err(|()| invalid("method"))?;
+        let scheme = if url.https {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        request
+            .set_scheme(Some(&scheme))
+            .map_err(|()| invalid("scheme"))?;
+        request
+            .set_authority(Some(url.authority))
+            .map_err(|()| invalid("authority"))?;
+        request
+            .set_path_with_query(Some(url.path))
+            .map_err(|()| invalid("path"))?;
+        let out_body = request
+            .body()
+            .map_err(|()| transport("request body taken twice"))?;
 
         // Hand the request over first: the host starts sending while we stream
         // the body into it.
         let pending = outgoing_handler::handle(request, None).map_err(code)?;
         {
-            let stream = out_body.write().map_err(|()| transport("body stream taken twice"))?;
+            let stream = out_body
+                .write()
+                .map_err(|()| transport("body stream taken twice"))?;
             for chunk in self.body.chunks(4096) {
-                stream.blocking_write_and_flush(chunk).map_err(|e| transport(format!("{e:?}")))?;
+                stream
+                    .blocking_write_and_flush(chunk)
+                    .map_err(|e| transport(format!("{e:?}")))?;
             }
         }
         OutgoingBody::finish(out_body, None).map_err(code)?;
@@ -137,10 +162,14 @@ impl Request {
             .map_err(code)?;
         let status = response.status();
         let headers = entries(&response.headers());
-        let incoming = response.consume().map_err(|()| transport("response body taken twice"))?;
+        let incoming = response
+            .consume()
+            .map_err(|()| transport("response body taken twice"))?;
         let mut body = Vec::new();
         {
-            let stream = incoming.stream().map_err(|()| transport("body stream taken twice"))?;
+            let stream = incoming
+                .stream()
+                .map_err(|()| transport("body stream taken twice"))?;
             loop {
                 match stream.blocking_read(64 * 1024) {
                     Ok(chunk) => body.extend_from_slice(&chunk),
@@ -164,7 +193,12 @@ impl Request {
             Ok(Err(e)) => return Err(code(e)),
             Err(()) => Vec::new(),
         };
-        Ok(Response { status, headers, body, trailers })
+        Ok(Response {
+            status,
+            headers,
+            body,
+            trailers,
+        })
     }
 }
 
@@ -183,12 +217,18 @@ impl Response {
 
     /// The first header with this (lower-case) name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The first trailer with this (lower-case) name.
     pub fn trailer(&self, name: &str) -> Option<&str> {
-        self.trailers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.trailers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -206,7 +246,9 @@ fn transport(message: impl Into<String>) -> HttpError {
 
 fn code(e: ErrorCode) -> HttpError {
     match e {
-        ErrorCode::HttpRequestDenied => transport("denied by the host: not on the plugin's allowed hosts"),
+        ErrorCode::HttpRequestDenied => {
+            transport("denied by the host: not on the plugin's allowed hosts")
+        }
         other => transport(format!("{other:?}")),
     }
 }
@@ -232,7 +274,11 @@ impl<'a> Url<'a> {
         if authority.is_empty() {
             return Err(HttpError::InvalidUrl(url.to_string()));
         }
-        Ok(Url { https, authority, path: if path.is_empty() { "/" } else { path } })
+        Ok(Url {
+            https,
+            authority,
+            path: if path.is_empty() { "/" } else { path },
+        })
     }
 }
 
@@ -241,7 +287,9 @@ pub fn encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for b in value.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

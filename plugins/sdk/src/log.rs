@@ -19,7 +19,9 @@ pub fn error(message: &str, fields: &[(&str, &str)]) {
 }
 
 fn emit(level: Level, message: &str, fields: &[(&str, &str)]) {
-    let fields: Vec<(String, String)> =
-        fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     log(level, message, &fields);
 }

@@ -28,7 +28,9 @@ fn cmp(a: Option<i64>, b: Option<i64>, f: impl Fn(i64, i64) -> bool) -> bool {
 
 /// Whether every requirement on `key` in `reqs` allows `value`.
 pub fn label_allowed(reqs: &[Requirement], key: &str, value: Option<&str>) -> bool {
-    reqs.iter().filter(|r| r.key == key).all(|r| satisfies(r, value))
+    reqs.iter()
+        .filter(|r| r.key == key)
+        .all(|r| satisfies(r, value))
 }
 
 /// The single value an instance type's requirement pins a label to, if any.
@@ -59,7 +61,11 @@ pub fn cheapest_offering<'a>(
         }
         for o in it.offerings.iter().filter(|o| o.available) {
             let ok = label_allowed(&claim.requirements, labels::ZONE, Some(&o.zone))
-                && label_allowed(&claim.requirements, labels::CAPACITY_TYPE, Some(&o.capacity_type));
+                && label_allowed(
+                    &claim.requirements,
+                    labels::CAPACITY_TYPE,
+                    Some(&o.capacity_type),
+                );
             if ok && best.is_none_or(|(_, b)| o.price < b.price) {
                 best = Some((it, o));
             }

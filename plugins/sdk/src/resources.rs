@@ -14,7 +14,10 @@ pub fn req_in<S: AsRef<str>>(key: &str, values: &[S]) -> Requirement {
 
 /// A resource list from pairs, e.g. `resources(&[("cpu", "4".into())])`.
 pub fn resources(pairs: &[(&str, String)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 /// Mebibytes as a quantity string.
@@ -29,10 +32,17 @@ pub fn gib(n: u64) -> String {
 
 /// Milli-CPU as a quantity string.
 pub fn millis(n: u64) -> String {
-    if n % 1000 == 0 { format!("{}", n / 1000) } else { format!("{n}m") }
+    if n % 1000 == 0 {
+        format!("{}", n / 1000)
+    } else {
+        format!("{n}m")
+    }
 }
 
 /// The value of a label in a `(key, value)` list.
 pub fn lookup<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }

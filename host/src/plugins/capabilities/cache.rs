@@ -19,7 +19,10 @@ pub struct KvCache {
 impl KvCache {
     pub fn get(&self, key: &str, now: Instant) -> Option<Vec<u8>> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(key).filter(|(_, exp)| exp.is_none_or(|e| e > now)).map(|(v, _)| v.clone())
+        entries
+            .get(key)
+            .filter(|(_, exp)| exp.is_none_or(|e| e > now))
+            .map(|(v, _)| v.clone())
     }
 
     pub fn set(&self, key: String, value: Vec<u8>, ttl: Duration, now: Instant) -> bool {
@@ -39,7 +42,10 @@ impl KvCache {
     }
 
     pub fn delete(&self, key: &str) {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 
     pub fn keys(&self, prefix: &str, now: Instant) -> Vec<String> {
@@ -59,7 +65,12 @@ impl Host for State {
     }
 
     async fn set(&mut self, key: String, value: Vec<u8>, ttl_seconds: u64) {
-        if !self.caps.cache.set(key.clone(), value, Duration::from_secs(ttl_seconds), Instant::now()) {
+        if !self.caps.cache.set(
+            key.clone(),
+            value,
+            Duration::from_secs(ttl_seconds),
+            Instant::now(),
+        ) {
             tracing::warn!(plugin = %self.caps.plugin, key, "cache entry refused: over the plugin's cache limits");
         }
     }
@@ -81,13 +92,29 @@ mod tests {
     fn entries_expire_and_keys_are_listed_by_prefix() {
         let cache = KvCache::default();
         let t0 = Instant::now();
-        cache.set("unavailable/a/z1/spot".into(), vec![], Duration::from_secs(60), t0);
-        cache.set("unavailable/b/z1/spot".into(), vec![], Duration::from_secs(10), t0);
+        cache.set(
+            "unavailable/a/z1/spot".into(),
+            vec![],
+            Duration::from_secs(60),
+            t0,
+        );
+        cache.set(
+            "unavailable/b/z1/spot".into(),
+            vec![],
+            Duration::from_secs(10),
+            t0,
+        );
         cache.set("other".into(), b"x".to_vec(), Duration::ZERO, t0);
         assert_eq!(cache.keys("unavailable/", t0).len(), 2);
         let later = t0 + Duration::from_secs(30);
-        assert_eq!(cache.keys("unavailable/", later), vec!["unavailable/a/z1/spot".to_string()]);
-        assert_eq!(cache.get("other", later + Duration::from_secs(1_000_000)), Some(b"x".to_vec()));
+        assert_eq!(
+            cache.keys("unavailable/", later),
+            vec!["unavailable/a/z1/spot".to_string()]
+        );
+        assert_eq!(
+            cache.get("other", later + Duration::from_secs(1_000_000)),
+            Some(b"x".to_vec())
+        );
         cache.delete("other");
         assert_eq!(cache.get("other", later), None);
     }

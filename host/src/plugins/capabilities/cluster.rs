@@ -19,8 +19,11 @@ impl ClusterView {
     }
 
     pub fn set_info(&self, name: &str, endpoint: &str, ca_bundle: &str) {
-        *self.info.write().unwrap_or_else(|e| e.into_inner()) =
-            (name.to_string(), endpoint.to_string(), ca_bundle.to_string());
+        *self.info.write().unwrap_or_else(|e| e.into_inner()) = (
+            name.to_string(),
+            endpoint.to_string(),
+            ca_bundle.to_string(),
+        );
     }
 
     pub fn set_node_internal_ips(&self, mut ips: Vec<String>) {
@@ -32,11 +35,26 @@ impl ClusterView {
 
 impl Host for State {
     async fn info(&mut self) -> ClusterInfo {
-        let (name, endpoint, ca_bundle) = self.caps.cluster.info.read().unwrap_or_else(|e| e.into_inner()).clone();
-        ClusterInfo { name, endpoint, ca_bundle }
+        let (name, endpoint, ca_bundle) = self
+            .caps
+            .cluster
+            .info
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        ClusterInfo {
+            name,
+            endpoint,
+            ca_bundle,
+        }
     }
 
     async fn node_internal_ips(&mut self) -> Vec<String> {
-        self.caps.cluster.node_ips.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.caps
+            .cluster
+            .node_ips
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }

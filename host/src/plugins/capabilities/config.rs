@@ -9,13 +9,27 @@ impl Host for State {
     }
 
     async fn settings(&mut self) -> Vec<(String, String)> {
-        self.caps.config.settings.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.caps
+            .config
+            .settings
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     async fn get_secret(&mut self, name: String) -> Result<Vec<u8>, String> {
-        if !self.caps.config.secrets.iter().any(|granted| *granted == name) {
+        if !self
+            .caps
+            .config
+            .secrets
+            .iter()
+            .any(|granted| *granted == name)
+        {
             tracing::warn!(plugin = %self.caps.plugin, secret = %name, "secret denied: not granted to this plugin");
-            return Err(format!("secret {name:?} is not granted to plugin {}", self.caps.plugin));
+            return Err(format!(
+                "secret {name:?} is not granted to plugin {}",
+                self.caps.plugin
+            ));
         }
         self.caps.secrets.read(&name).map_err(|e| format!("{e:#}"))
     }

@@ -24,11 +24,21 @@ impl SecretStore {
     }
 
     pub fn read(&self, name: &str) -> anyhow::Result<Vec<u8>> {
-        let root = self.root.as_ref().context("the host has no secrets directory")?;
-        let file = root.open(name).with_context(|| format!("secret {name:?}"))?;
+        let root = self
+            .root
+            .as_ref()
+            .context("the host has no secrets directory")?;
+        let file = root
+            .open(name)
+            .with_context(|| format!("secret {name:?}"))?;
         let mut bytes = Vec::new();
-        file.take(MAX_SECRET_BYTES + 1).read_to_end(&mut bytes).with_context(|| format!("secret {name:?}"))?;
-        anyhow::ensure!(bytes.len() as u64 <= MAX_SECRET_BYTES, "secret {name:?} is larger than 1 MiB");
+        file.take(MAX_SECRET_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("secret {name:?}"))?;
+        anyhow::ensure!(
+            bytes.len() as u64 <= MAX_SECRET_BYTES,
+            "secret {name:?} is larger than 1 MiB"
+        );
         Ok(bytes)
     }
 }

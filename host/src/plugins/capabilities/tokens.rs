@@ -26,7 +26,10 @@ impl Host for State {
     async fn get_token(&mut self, scopes: Vec<String>) -> Result<AccessToken, String> {
         if !self.caps.config.tokens {
             tracing::warn!(plugin = %self.caps.plugin, "token request denied: tokens not granted to this plugin");
-            return Err(format!("tokens are not granted to plugin {}", self.caps.plugin));
+            return Err(format!(
+                "tokens are not granted to plugin {}",
+                self.caps.plugin
+            ));
         }
         let source = self.caps.tokens.clone();
         source.token(&scopes).await

@@ -36,13 +36,19 @@ impl Guest for Misbehave {
     fn get_instance_types(_p: NodePool, _c: NodeClass) -> Result<Vec<InstanceType>, Error> {
         let mode = config::get_setting("MODE").unwrap_or_default();
         match mode.as_str() {
-            "read-file" => Err(fatal(format!("read /etc/hostname: {:?}", std::fs::read_to_string("/etc/hostname")))),
+            "read-file" => Err(fatal(format!(
+                "read /etc/hostname: {:?}",
+                std::fs::read_to_string("/etc/hostname")
+            ))),
             "read-env" => Err(fatal(format!(
                 "HOME={:?}, {} variables visible",
                 std::env::var("HOME"),
                 std::env::vars().count()
             ))),
-            "socket" => Err(fatal(format!("connect: {:?}", std::net::TcpStream::connect("127.0.0.1:80").map(|_| ())))),
+            "socket" => Err(fatal(format!(
+                "connect: {:?}",
+                std::net::TcpStream::connect("127.0.0.1:80").map(|_| ())
+            ))),
             "http-denied" => match Request::get("https://example.com/").send() {
                 Ok(r) => Ok(vec![one(r.status as f64)]),
                 Err(e) => Err(fatal(e.to_string())),
@@ -110,8 +116,16 @@ fn one(price: f64) -> InstanceType {
             reservation_capacity: None,
             requirements: vec![],
         }],
-        capacity: resources(&[("cpu", "2".into()), ("memory", gib(4)), ("pods", "10".into())]),
-        overhead: Overhead { kube_reserved: vec![], system_reserved: vec![], eviction_threshold: vec![] },
+        capacity: resources(&[
+            ("cpu", "2".into()),
+            ("memory", gib(4)),
+            ("pods", "10".into()),
+        ]),
+        overhead: Overhead {
+            kube_reserved: vec![],
+            system_reserved: vec![],
+            eviction_threshold: vec![],
+        },
     }
 }
 
