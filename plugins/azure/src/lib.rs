@@ -1,0 +1,380 @@
+//! The Azure provider: AKSNodeClass, instance types from VM SKUs and prices,
+//! and VMs (with their NICs) launched through ARM REST into the cluster's node
+//! resource group, joining the cluster with a kubelet bootstrap token.
+//!
+//! Code map: `catalog` (sizes, prices, instance types), `overhead` (what a
+//! node reserves), `nodeclass` (spec, images, hash, drift), `armerrors`
+//! (error bodies, capacity failures), `bootstrap` (customData), `vm` (ARM
+//! bodies, providerIDs, offering choice) are pure and tested natively;
+//! `settings`, `arm` and `refresh` call the host; this file wires them.
+//!
+//! Capabilities it needs: HTTP to the ARM endpoint (and prices.azure.com for
+//! live prices), `tokens: true` unless `ARM_AUTH=none`, the cache, the cluster
+//! view (API server endpoint and CA for the bootstrap script).
+
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+
+mod arm;
+pub mod armerrors;
+pub mod bootstrap;
+pub mod catalog;
+pub mod nodeclass;
+pub mod overhead;
+mod refresh;
+mod settings;
+pub mod vm;
+
+use arm::Arm;
+use armerrors::{ArmError, CapacityFailure};
+use catalog::Shaping;
+use karpenter_plugin_sdk::prelude::*;
+use serde_json::{Value, json};
+use settings::Settings;
+
+struct Azure;
+
+fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { ConditionStatus::True } else { ConditionStatus::False },
+        reason: reason.into(),
+        message,
+    }
+}
+
+fn shaping(s: &Settings, spec: &nodeclass::Spec) -> Shaping {
+    Shaping {
+        region: s.location.clone(),
+        max_pods: spec.max_pods.unwrap_or_else(|| s.default_max_pods()),
+        os_disk_size_gb: spec.os_disk_size_gb,
+        vm_memory_overhead: s.vm_memory_overhead,
+    }
+}
+
+fn parse_class(class: &NodeClass) -> Result<(nodeclass::Spec, Value), Error> {
+    nodeclass::parse(&class.json).map_err(fatal)
+}
+
+/// The region's instance types for this NodeClass, with unavailable offerings
+/// from the host cache.
+fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> (Vec<catalog::Sku>, Vec<InstanceType>) {
+    let (skus, prices) = refresh::catalog(s);
+    let unavailable = cache::keys("unavailable/");
+    let is_unavailable = |key: &str| unavailable.binary_search_by(|k| k.as_str().cmp(key)).is_ok();
+    let shaping = shaping(s, spec);
+    let types = skus.iter().map(|k| catalog::instance_type(k, &shaping, &prices, &is_unavailable)).collect();
+    (skus, types)
+}
+
+fn arm_failure(what: &str, e: &ArmError) -> Error {
+    let retryable = e.transient() || e.status == 409;
+    create_error(if e.code.is_empty() { "ARMError".to_string() } else { e.code.clone() }, format!("{what}: {e}"), retryable)
+}
+
+impl Guest for Azure {
+    fn metadata() -> ProviderMetadata {
+        ProviderMetadata {
+            name: "azure".into(),
+            provider_id_schemes: vec!["azure".into()],
+            node_classes: vec![NodeClassKind {
+                group: nodeclass::GROUP.into(),
+                version: nodeclass::VERSION.into(),
+                kind: nodeclass::KIND.into(),
+                plural: "aksnodeclasses".into(),
+                short_names: vec!["aksnc".into(), "aksncs".into()],
+                schema: include_str!("nodeclass.schema.json").into(),
+            }],
+        }
+    }
+
+    fn validate_node_class(class: NodeClass) -> Result<NodeClassStatus, Error> {
+        let s = Settings::load();
+        let (spec, _) = parse_class(&class)?;
+        let problems = nodeclass::validate(&spec, s.subnet_id.as_deref());
+        let subnet = spec.vnet_subnet_id.clone().or(s.subnet_id.clone());
+        let subnet_ok = subnet.as_deref().is_some_and(nodeclass::is_subnet_id);
+        let version_ok = s.kubernetes_version.split('.').count() == 3;
+        let images_ok = ["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux"].contains(&spec.image_family.as_str());
+        let valid = problems.is_empty();
+        let ready = valid && subnet_ok && version_ok && images_ok;
+        let conditions = vec![
+            condition("ImagesReady", images_ok, if images_ok { "ImagesReady" } else { "ImagesNotFound" }, String::new()),
+            condition("KubernetesVersionReady", version_ok, if version_ok { "KubernetesVersionReady" } else { "InvalidVersion" }, s.kubernetes_version.clone()),
+            condition(
+                "SubnetsReady",
+                subnet_ok,
+                if subnet_ok { "SubnetsReady" } else { "SubnetNotFound" },
+                if subnet_ok { String::new() } else { "set spec.vnetSubnetID or the VNET_SUBNET_ID setting to an ARM subnet id".into() },
+            ),
+            condition("ValidationSucceeded", valid, if valid { "ValidationSucceeded" } else { "ValidationFailed" }, problems.join("; ")),
+            condition("Ready", ready, if ready { "Ready" } else { "NotReady" }, String::new()),
+        ];
+        let resolved = json!({
+            "kubernetesVersion": s.kubernetes_version,
+            "images": nodeclass::images(&spec, &s.kubernetes_version, &s.image_version),
+        });
+        Ok(NodeClassStatus { conditions, resolved: resolved.to_string() })
+    }
+
+    fn get_instance_types(_pool: NodePool, class: NodeClass) -> Result<Vec<InstanceType>, Error> {
+        let s = Settings::load();
+        let (spec, _) = parse_class(&class)?;
+        Ok(instance_types(&s, &spec).1)
+    }
+
+    fn create(claim: NodeClaim, class: NodeClass) -> Result<Instance, Error> {
+        let s = Settings::load();
+        let (spec, _) = parse_class(&class)?;
+        let problems = nodeclass::validate(&spec, s.subnet_id.as_deref());
+        if !problems.is_empty() {
+            return Err(node_class_not_ready(problems.join("; ")));
+        }
+        let sub = s.require("AZURE_SUBSCRIPTION_ID", &s.subscription)?;
+        let rg = s.require("AZURE_NODE_RESOURCE_GROUP", &s.node_resource_group)?;
+        let subnet = spec
+            .vnet_subnet_id
+            .clone()
+            .or(s.subnet_id.clone())
+            .ok_or_else(|| node_class_not_ready("no subnet: set spec.vnetSubnetID or VNET_SUBNET_ID"))?;
+        let token = s.require("KUBELET_BOOTSTRAP_TOKEN", &s.bootstrap_token)?;
+        let arm = Arm::new(&s)?;
+        let name = vm::resource_name(&claim.name);
+        let vm_url = format!("{}?api-version={}", vm::vm_path(&sub, &rg, &name), vm::COMPUTE_API);
+        let nic_url = format!("{}?api-version={}", vm::nic_path(&sub, &rg, &name), vm::NETWORK_API);
+        let (skus, types) = instance_types(&s, &spec);
+        let shaping = shaping(&s, &spec);
+
+        // Idempotent by NodeClaim name: an existing VM is the answer.
+        let existing = arm.send("GET", &vm_url, None)?;
+        if existing.is_success() {
+            let v: Value = existing.json()?;
+            let size = v.pointer("/properties/hardwareProfile/vmSize").and_then(Value::as_str).unwrap_or_default();
+            return Ok(vm::instance(&v, &sub, &rg, &s.location, skus.iter().find(|k| k.name == size), &shaping));
+        }
+
+        let (it, offering) = vm::pick(&claim.requirements, &types).ok_or_else(|| {
+            insufficient_capacity(format!("no available offering satisfies NodeClaim {}", claim.name), vec![])
+        })?;
+        let sku = skus.iter().find(|k| k.name == it.name).ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))?;
+        let spot = offering.capacity_type == labels::SPOT;
+        let provider_id = vm::provider_id(&sub, &rg, &name);
+
+        let mut tags = serde_json::Map::new();
+        for (k, v) in &spec.tags {
+            tags.insert(k.clone(), json!(v));
+        }
+        tags.insert(vm::TAG_CLUSTER.into(), json!(s.cluster_name));
+        tags.insert(vm::TAG_NODEPOOL.into(), json!(claim.node_pool));
+        tags.insert(vm::TAG_NODECLAIM.into(), json!(claim.name));
+        tags.insert(vm::TAG_BILLING.into(), json!("linux"));
+        let tags = Value::Object(tags);
+
+        // The node's labels: the type's single-valued labels, the offering's,
+        // the NodeClaim's.
+        let scope = if offering.zone == catalog::REGIONAL_ZONE { catalog::REGIONAL } else { catalog::ZONAL };
+        let mut node_labels: Vec<(String, String)> = it
+            .requirements
+            .iter()
+            .filter(|r| r.values.len() == 1 && matches!(r.operator, Operator::In))
+            .map(|r| (r.key.clone(), r.values[0].clone()))
+            .filter(|(k, _)| k != labels::ZONE && k != labels::CAPACITY_TYPE && k != catalog::LABEL_PLACEMENT_SCOPE)
+            .collect();
+        node_labels.push((labels::ZONE.into(), offering.zone.clone()));
+        node_labels.push((labels::REGION.into(), s.location.clone()));
+        node_labels.push((labels::CAPACITY_TYPE.into(), offering.capacity_type.clone()));
+        node_labels.push((catalog::LABEL_PLACEMENT_SCOPE.into(), scope.into()));
+        node_labels.push((labels::NODE_POOL.into(), claim.node_pool.clone()));
+        node_labels.push(("kubernetes.azure.com/cluster".into(), s.cluster_name.clone()));
+        for (k, v) in &claim.labels {
+            if !node_labels.iter().any(|(n, _)| n == k) {
+                node_labels.push((k.clone(), v.clone()));
+            }
+        }
+        let effect = |e: &TaintEffect| match e {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        };
+        let mut taints: Vec<String> =
+            claim.taints.iter().chain(&claim.startup_taints).map(|t| format!("{}={}:{}", t.key, t.value, effect(&t.effect))).collect();
+        taints.push(format!("{}=:NoExecute", labels::UNREGISTERED_TAINT));
+
+        let info = cluster::info();
+        let image_id = nodeclass::image_id(&spec.image_family, &s.kubernetes_version, &s.image_version);
+        let script = bootstrap::render(&bootstrap::Bootstrap {
+            node_name: name.clone(),
+            api_server: info.endpoint,
+            ca_bundle: info.ca_bundle,
+            bootstrap_token: token,
+            provider_id: provider_id.clone(),
+            labels: node_labels,
+            taints,
+            kube_reserved_cpu_millis: overhead::kube_reserved_cpu_millis(sku.vcpu),
+            kube_reserved_memory_mib: overhead::kube_reserved_memory_mib(sku.memory_mib(), shaping.max_pods),
+            max_pods: shaping.max_pods,
+            kubernetes_version: s.kubernetes_version.clone(),
+        });
+
+        // NIC first; the VM references it.
+        let nic = vm::nic_body(&s.location, &subnet, sku.accelerated_networking, &tags);
+        let r = arm.send("PUT", &nic_url, Some(&nic))?;
+        if !r.is_success() {
+            return Err(arm_failure("create NIC", &ArmError::from_body(r.status, &r.body)));
+        }
+        if let Err(e) = arm.wait(&r)? {
+            return Err(arm_failure("create NIC", &e));
+        }
+        let nic_id = vm::nic_path(&sub, &rg, &name);
+        let security = spec.raw.pointer("/security/encryptionAtHost").and_then(Value::as_bool).unwrap_or(false);
+        let body = vm::vm_body(&vm::VmRequest {
+            location: &s.location,
+            name: &name,
+            sku,
+            zone_label: &offering.zone,
+            spot,
+            image_id: &image_id,
+            os_disk_size_gb: spec.os_disk_size_gb,
+            nic_id: &nic_id,
+            custom_data: &bootstrap::base64(script.as_bytes()),
+            ssh_public_key: &s.ssh_public_key,
+            tags: &tags,
+            encryption_at_host: security,
+            identities: &s.node_identities,
+        });
+        let r = arm.send("PUT", &vm_url, Some(&body))?;
+        let failure = if r.is_success() { arm.wait(&r)?.err() } else { Some(ArmError::from_body(r.status, &r.body)) };
+        if let Some(e) = failure {
+            // The NIC is ours alone; leave nothing behind (best effort).
+            let _ = arm.send("DELETE", &nic_url, None);
+            if let Some(kind) = CapacityFailure::classify(&e) {
+                let affected = armerrors::affected(kind, sku, &offering.zone, &offering.capacity_type, &s.location, &skus);
+                for (t, z, ct) in &affected {
+                    cache::set(&catalog::unavailable_key(t, z, ct), e.code.as_bytes(), kind.ttl_seconds());
+                }
+                karpenter_plugin_sdk::log::info(
+                    "offerings marked unavailable",
+                    &[("code", &e.code), ("count", &affected.len().to_string()), ("instance-type", &sku.name), ("zone", &offering.zone)],
+                );
+                let refs = affected
+                    .into_iter()
+                    .map(|(instance_type, zone, capacity_type)| OfferingRef { instance_type, zone, capacity_type })
+                    .collect();
+                return Err(insufficient_capacity(
+                    format!("{} in {} ({}): {}", sku.name, offering.zone, offering.capacity_type, e),
+                    refs,
+                ));
+            }
+            return Err(arm_failure("create VM", &e));
+        }
+        let got = arm.send("GET", &vm_url, None)?;
+        if !got.is_success() {
+            return Err(retryable(format!("VM {name} created but not readable: {}", ArmError::from_body(got.status, &got.body))));
+        }
+        let v: Value = got.json()?;
+        Ok(vm::instance(&v, &sub, &rg, &s.location, Some(sku), &shaping))
+    }
+
+    fn delete(claim: NodeClaim) -> Result<(), Error> {
+        let s = Settings::load();
+        let (sub, rg, name) = match claim.provider_id.as_deref().and_then(vm::parse_provider_id) {
+            Some(parts) => parts,
+            None => (
+                s.require("AZURE_SUBSCRIPTION_ID", &s.subscription)?,
+                s.require("AZURE_NODE_RESOURCE_GROUP", &s.node_resource_group)?,
+                vm::resource_name(&claim.name),
+            ),
+        };
+        let arm = Arm::new(&s)?;
+        let vm_url = format!("{}?api-version={}&forceDeletion=true", vm::vm_path(&sub, &rg, &name), vm::COMPUTE_API);
+        let nic_url = format!("{}?api-version={}", vm::nic_path(&sub, &rg, &name), vm::NETWORK_API);
+        let mut gone = 0;
+        for (what, url) in [("VM", &vm_url), ("NIC", &nic_url)] {
+            let r = arm.send("DELETE", url, None)?;
+            match r.status {
+                404 | 204 => gone += 1,
+                s if (200..300).contains(&s) => {
+                    if let Err(e) = arm.wait(&r)? {
+                        return Err(retryable(format!("delete {what} {name}: {e}")));
+                    }
+                }
+                _ => return Err(retryable(format!("delete {what} {name}: {}", ArmError::from_body(r.status, &r.body)))),
+            }
+        }
+        if gone == 2 {
+            return Err(not_found(format!("VM and NIC {name} are gone")));
+        }
+        Ok(())
+    }
+
+    fn get(provider_id: String) -> Result<Instance, Error> {
+        let s = Settings::load();
+        let (sub, rg, name) =
+            vm::parse_provider_id(&provider_id).ok_or_else(|| fatal(format!("providerID {provider_id:?} is not an Azure VM id")))?;
+        let arm = Arm::new(&s)?;
+        let r = arm.send("GET", &format!("{}?api-version={}", vm::vm_path(&sub, &rg, &name), vm::COMPUTE_API), None)?;
+        match r.status {
+            404 => Err(not_found(format!("VM {name} does not exist"))),
+            st if (200..300).contains(&st) => {
+                let v: Value = r.json()?;
+                Ok(instance_of(&s, &v, &sub, &rg))
+            }
+            _ => Err(retryable(format!("get VM {name}: {}", ArmError::from_body(r.status, &r.body)))),
+        }
+    }
+
+    fn list_instances() -> Result<Vec<Instance>, Error> {
+        let s = Settings::load();
+        let sub = s.require("AZURE_SUBSCRIPTION_ID", &s.subscription)?;
+        let rg = s.require("AZURE_NODE_RESOURCE_GROUP", &s.node_resource_group)?;
+        let arm = Arm::new(&s)?;
+        let mut next = Some(format!(
+            "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines?api-version={}",
+            vm::COMPUTE_API
+        ));
+        let mut out = Vec::new();
+        while let Some(url) = next.take() {
+            let r = arm.send("GET", &url, None)?;
+            if !r.is_success() {
+                return Err(retryable(format!("list VMs: {}", ArmError::from_body(r.status, &r.body))));
+            }
+            let page: Value = r.json()?;
+            for v in page.get("value").and_then(Value::as_array).into_iter().flatten() {
+                let tags = v.get("tags");
+                let ours = tags.and_then(|t| t.get(vm::TAG_NODEPOOL)).is_some()
+                    && tags.and_then(|t| t.get(vm::TAG_CLUSTER)).and_then(Value::as_str).is_none_or(|c| c == s.cluster_name);
+                if ours {
+                    out.push(instance_of(&s, v, &sub, &rg));
+                }
+            }
+            next = page.get("nextLink").and_then(Value::as_str).filter(|l| !l.is_empty()).map(str::to_string);
+        }
+        Ok(out)
+    }
+
+    fn is_drifted(claim: NodeClaim, class: NodeClass) -> Result<Option<String>, Error> {
+        let (spec, status) = parse_class(&class)?;
+        Ok(nodeclass::drift(&spec, &status, &claim.annotations, claim.kubelet_version.as_deref(), claim.image_id.as_deref())
+            .map(str::to_string))
+    }
+
+    fn repair_policies() -> Vec<RepairPolicy> {
+        vec![
+            RepairPolicy { condition_type: "Ready".into(), condition_status: ConditionStatus::False, toleration_seconds: 10 * 60 },
+            RepairPolicy { condition_type: "Ready".into(), condition_status: ConditionStatus::Unknown, toleration_seconds: 10 * 60 },
+        ]
+    }
+}
+
+/// An instance from a VM, sized by the catalog with default shaping (the
+/// NodeClass is not known here).
+fn instance_of(s: &Settings, v: &Value, sub: &str, rg: &str) -> Instance {
+    let (skus, _) = refresh::catalog(s);
+    let size = v.pointer("/properties/hardwareProfile/vmSize").and_then(Value::as_str).unwrap_or_default();
+    let shaping = Shaping { region: s.location.clone(), max_pods: s.default_max_pods(), os_disk_size_gb: 128, vm_memory_overhead: s.vm_memory_overhead };
+    vm::instance(v, sub, rg, &s.location, skus.iter().find(|k| k.name == size), &shaping)
+}
+
+// Exported only in the component: natively the crate is a library of the
+// pure modules (tests, the emulator), and the export symbols do not link.
+#[cfg(target_arch = "wasm32")]
+karpenter_plugin_sdk::export!(Azure);
