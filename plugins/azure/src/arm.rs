@@ -24,12 +24,16 @@ pub struct Arm {
 impl Arm {
     pub fn new(s: &Settings) -> Result<Arm, Error> {
         let token = if s.auth {
-            let t = tokens::get_token(&[s.arm_scope.clone()]).map_err(|e| retryable(format!("ARM token: {e}")))?;
+            let t = tokens::get_token(&[s.arm_scope.clone()])
+                .map_err(|e| retryable(format!("ARM token: {e}")))?;
             Some(t.token)
         } else {
             None
         };
-        Ok(Arm { endpoint: s.arm_endpoint.clone(), token })
+        Ok(Arm {
+            endpoint: s.arm_endpoint.clone(),
+            token,
+        })
     }
 
     /// An absolute URL for an ARM path, or the URL itself (nextLink, operation URLs).
@@ -43,7 +47,12 @@ impl Arm {
 
     /// Sends with retries. Non-success answers other than throttling and
     /// server errors come back as `Ok` for the caller to read.
-    pub fn send(&self, method: &str, path_or_url: &str, body: Option<&Value>) -> Result<Response, Error> {
+    pub fn send(
+        &self,
+        method: &str,
+        path_or_url: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, Error> {
         let url = self.url(path_or_url);
         let mut last = String::new();
         for attempt in 0..MAX_TRIES {
@@ -73,7 +82,9 @@ impl Arm {
                 std::thread::sleep(wait.min(MAX_WAIT));
             }
         }
-        Err(retryable(format!("giving up after {MAX_TRIES} tries: {last}")))
+        Err(retryable(format!(
+            "giving up after {MAX_TRIES} tries: {last}"
+        )))
     }
 
     /// Waits for a long-running operation started by `response` (201/202 with
@@ -89,16 +100,24 @@ impl Arm {
                     return Ok(Err(ArmError::from_body(r.status, &r.body)));
                 }
                 let v: Value = r.json().unwrap_or(Value::Null);
-                match v.get("status").and_then(Value::as_str).unwrap_or("InProgress") {
+                match v
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("InProgress")
+                {
                     "Succeeded" => return Ok(Ok(())),
                     "Failed" | "Canceled" => {
                         let e = v.get("error").cloned().unwrap_or(Value::Null);
-                        return Ok(Err(ArmError::from_value(409, &e, || format!("operation {op} failed"))));
+                        return Ok(Err(ArmError::from_value(409, &e, || {
+                            format!("operation {op} failed")
+                        })));
                     }
                     _ => delay = retry_after(&r),
                 }
             }
-            return Err(retryable(format!("operation {op} still running after {MAX_POLLS} polls")));
+            return Err(retryable(format!(
+                "operation {op} still running after {MAX_POLLS} polls"
+            )));
         }
         if response.status == 202
             && let Some(loc) = response.header("location")
@@ -114,14 +133,18 @@ impl Arm {
                     s => return Ok(Err(ArmError::from_body(s, &r.body))),
                 }
             }
-            return Err(retryable(format!("operation {loc} still running after {MAX_POLLS} polls")));
+            return Err(retryable(format!(
+                "operation {loc} still running after {MAX_POLLS} polls"
+            )));
         }
         Ok(Ok(()))
     }
 }
 
 fn retry_after(r: &Response) -> Option<Duration> {
-    r.header("retry-after").and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs)
+    r.header("retry-after")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
 }
 
 fn backoff(attempt: u32) -> Duration {

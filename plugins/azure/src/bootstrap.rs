@@ -32,7 +32,10 @@ pub fn render(b: &Bootstrap) -> String {
         format!("--provider-id={}", b.provider_id),
         format!("--node-labels={}", labels.join(",")),
         format!("--max-pods={}", b.max_pods),
-        format!("--kube-reserved=cpu={}m,memory={}Mi", b.kube_reserved_cpu_millis, b.kube_reserved_memory_mib),
+        format!(
+            "--kube-reserved=cpu={}m,memory={}Mi",
+            b.kube_reserved_cpu_millis, b.kube_reserved_memory_mib
+        ),
         format!("--eviction-hard=memory.available<{EVICTION_HARD_MIB}Mi"),
         "--bootstrap-kubeconfig=/var/lib/kubelet/bootstrap-kubeconfig".to_string(),
         "--kubeconfig=/var/lib/kubelet/kubeconfig".to_string(),
@@ -83,7 +86,12 @@ systemctl enable --now kubelet
 
 /// The `--name=value` flags of the script's KUBELET_FLAGS line.
 pub fn kubelet_flags(script: &str) -> Vec<(String, String)> {
-    let Some(line) = script.lines().find_map(|l| l.strip_prefix("KUBELET_FLAGS=")) else { return Vec::new() };
+    let Some(line) = script
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBELET_FLAGS="))
+    else {
+        return Vec::new();
+    };
     line.split_whitespace()
         .filter_map(|f| f.strip_prefix("--"))
         .map(|f| match f.split_once('=') {
@@ -99,7 +107,11 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 pub fn base64(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -143,8 +155,14 @@ mod tests {
         assert_eq!(get("kube-reserved"), Some("cpu=140m,memory=650Mi"));
         assert_eq!(get("eviction-hard"), Some("memory.available<100Mi"));
         assert_eq!(get("max-pods"), Some("30"));
-        assert_eq!(get("register-with-taints"), Some("karpenter.sh/unregistered=:NoExecute"));
-        assert_eq!(get("node-labels"), Some("karpenter.sh/nodepool=default,node.kubernetes.io/instance-type=Standard_D4s_v5"));
+        assert_eq!(
+            get("register-with-taints"),
+            Some("karpenter.sh/unregistered=:NoExecute")
+        );
+        assert_eq!(
+            get("node-labels"),
+            Some("karpenter.sh/nodepool=default,node.kubernetes.io/instance-type=Standard_D4s_v5")
+        );
         assert!(get("provider-id").is_some_and(|p| p.starts_with("azure:///subscriptions/s/")));
     }
 

@@ -162,7 +162,10 @@ impl Prices {
             }
         }
         on_demand.sort_by(|a, b| a.0.cmp(&b.0));
-        Prices { on_demand, spot: Vec::new() }
+        Prices {
+            on_demand,
+            spot: Vec::new(),
+        }
     }
 
     pub fn on_demand(&self, sku: &str) -> Option<f64> {
@@ -172,7 +175,11 @@ impl Prices {
     /// The spot price: the live figure, else the estimate from on-demand.
     pub fn spot(&self, sku: &Sku) -> Option<f64> {
         find(&self.spot, &sku.name).or_else(|| {
-            let factor = if sku.is_gpu() { GPU_SPOT_FACTOR } else { SPOT_FACTOR };
+            let factor = if sku.is_gpu() {
+                GPU_SPOT_FACTOR
+            } else {
+                SPOT_FACTOR
+            };
             self.on_demand(&sku.name).map(|p| round4(p * factor))
         })
     }
@@ -181,7 +188,12 @@ impl Prices {
     pub fn render(&self) -> String {
         let mut s = String::new();
         for (name, p) in &self.on_demand {
-            s.push_str(&format!("{name},{p},{}\n", find(&self.spot, name).map(|x| x.to_string()).unwrap_or_default()));
+            s.push_str(&format!(
+                "{name},{p},{}\n",
+                find(&self.spot, name)
+                    .map(|x| x.to_string())
+                    .unwrap_or_default()
+            ));
         }
         s
     }
@@ -190,7 +202,9 @@ impl Prices {
         let mut p = Prices::default();
         for line in text.lines() {
             let mut f = line.split(',');
-            let (Some(name), Some(od)) = (f.next(), f.next()) else { continue };
+            let (Some(name), Some(od)) = (f.next(), f.next()) else {
+                continue;
+            };
             if let Ok(od) = od.parse() {
                 p.on_demand.push((name.to_string(), od));
             }
@@ -205,7 +219,9 @@ impl Prices {
 }
 
 fn find(list: &[(String, f64)], name: &str) -> Option<f64> {
-    list.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok().map(|i| list[i].1)
+    list.binary_search_by(|(n, _)| n.as_str().cmp(name))
+        .ok()
+        .map(|i| list[i].1)
 }
 
 fn round4(x: f64) -> f64 {
@@ -255,7 +271,12 @@ pub fn supported(sku: &Sku) -> bool {
 
 /// The instance type for one size: labels, offerings per zone and capacity
 /// type (spot only when low-priority capable), capacity and overhead.
-pub fn instance_type(sku: &Sku, shaping: &Shaping, prices: &Prices, unavailable: &dyn Fn(&str) -> bool) -> InstanceType {
+pub fn instance_type(
+    sku: &Sku,
+    shaping: &Shaping,
+    prices: &Prices,
+    unavailable: &dyn Fn(&str) -> bool,
+) -> InstanceType {
     let zones = zone_labels(&shaping.region, sku);
     let on_demand = prices.on_demand(&sku.name);
     let od_price = on_demand.unwrap_or(UNKNOWN_PRICE);
@@ -266,9 +287,17 @@ pub fn instance_type(sku: &Sku, shaping: &Shaping, prices: &Prices, unavailable:
     }
     let mut offerings = Vec::with_capacity(zones.len() * capacity_types.len());
     for zone in &zones {
-        let scope = if zone == REGIONAL_ZONE { REGIONAL } else { ZONAL };
+        let scope = if zone == REGIONAL_ZONE {
+            REGIONAL
+        } else {
+            ZONAL
+        };
         for ct in &capacity_types {
-            let price = if *ct == labels::SPOT { spot_price } else { od_price };
+            let price = if *ct == labels::SPOT {
+                spot_price
+            } else {
+                od_price
+            };
             offerings.push(Offering {
                 zone: zone.clone(),
                 capacity_type: ct.to_string(),
@@ -279,7 +308,11 @@ pub fn instance_type(sku: &Sku, shaping: &Shaping, prices: &Prices, unavailable:
             });
         }
     }
-    let scopes: Vec<&str> = if sku.zones.is_empty() { vec![REGIONAL] } else { vec![ZONAL, REGIONAL] };
+    let scopes: Vec<&str> = if sku.zones.is_empty() {
+        vec![REGIONAL]
+    } else {
+        vec![ZONAL, REGIONAL]
+    };
     let b = |v: bool| if v { "true" } else { "false" };
     let mut requirements = vec![
         req_in(labels::INSTANCE_TYPE, &[&sku.name]),
@@ -316,7 +349,10 @@ pub fn instance_type(sku: &Sku, shaping: &Shaping, prices: &Prices, unavailable:
 pub fn capacity(sku: &Sku, shaping: &Shaping) -> Vec<(String, String)> {
     let mut c = resources(&[
         ("cpu", sku.vcpu.to_string()),
-        ("memory", mib(memory_capacity_mib(sku, shaping.vm_memory_overhead))),
+        (
+            "memory",
+            mib(memory_capacity_mib(sku, shaping.vm_memory_overhead)),
+        ),
         // osDiskSizeGB * 10^9 bytes.
         ("ephemeral-storage", format!("{}G", shaping.os_disk_size_gb)),
         ("pods", shaping.max_pods.to_string()),
@@ -335,7 +371,9 @@ pub fn embedded_skus(region: &str) -> Vec<Sku> {
     if prices.on_demand.is_empty() {
         return all;
     }
-    all.into_iter().filter(|s| prices.on_demand(&s.name).is_some()).collect()
+    all.into_iter()
+        .filter(|s| prices.on_demand(&s.name).is_some())
+        .collect()
 }
 
 #[cfg(test)]
@@ -343,39 +381,77 @@ mod tests {
     use super::*;
 
     fn shaping(max_pods: u64) -> Shaping {
-        Shaping { region: "westus3".into(), max_pods, os_disk_size_gb: 128, vm_memory_overhead: 0.075 }
+        Shaping {
+            region: "westus3".into(),
+            max_pods,
+            os_disk_size_gb: 128,
+            vm_memory_overhead: 0.075,
+        }
     }
 
     fn sku(name: &str) -> Sku {
-        parse_skus(SKUS_CSV).into_iter().find(|s| s.name == name).expect("in catalog")
+        parse_skus(SKUS_CSV)
+            .into_iter()
+            .find(|s| s.name == name)
+            .expect("in catalog")
     }
 
     fn label<'a>(it: &'a InstanceType, key: &str) -> Vec<&'a str> {
-        it.requirements.iter().find(|r| r.key == key).map(|r| r.values.iter().map(String::as_str).collect()).unwrap_or_default()
+        it.requirements
+            .iter()
+            .find(|r| r.key == key)
+            .map(|r| r.values.iter().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     #[test]
     fn embedded_catalog_covers_the_families_and_regions() {
         let all = parse_skus(SKUS_CSV);
         assert_eq!(all.len(), 71);
-        for series in ["Ds_v5", "Dds_v5", "Das_v5", "Es_v5", "Fs_v2", "Bs", "Ls_v3", "NCads_A100_v4", "NCas_T4_v3", "NDisr_H100_v5"] {
+        for series in [
+            "Ds_v5",
+            "Dds_v5",
+            "Das_v5",
+            "Es_v5",
+            "Fs_v2",
+            "Bs",
+            "Ls_v3",
+            "NCads_A100_v4",
+            "NCas_T4_v3",
+            "NDisr_H100_v5",
+        ] {
             assert!(all.iter().any(|s| s.series == series), "{series}");
         }
         assert!(all.iter().all(supported));
         for region in ["southcentralus", "eastus2", "westus3"] {
             let p = Prices::embedded(region);
-            assert!(p.on_demand("Standard_D4s_v5").is_some_and(|x| x > 0.1 && x < 0.3), "{region}");
+            assert!(
+                p.on_demand("Standard_D4s_v5")
+                    .is_some_and(|x| x > 0.1 && x < 0.3),
+                "{region}"
+            );
         }
         // Not offered in westus3 in the table: the H100 size.
-        assert!(!embedded_skus("westus3").iter().any(|s| s.name == "Standard_ND96isr_H100_v5"));
-        assert!(embedded_skus("eastus2").iter().any(|s| s.name == "Standard_ND96isr_H100_v5"));
+        assert!(
+            !embedded_skus("westus3")
+                .iter()
+                .any(|s| s.name == "Standard_ND96isr_H100_v5")
+        );
+        assert!(
+            embedded_skus("eastus2")
+                .iter()
+                .any(|s| s.name == "Standard_ND96isr_H100_v5")
+        );
     }
 
     #[test]
     fn render_and_parse_round_trip() {
         let all = parse_skus(SKUS_CSV);
         assert_eq!(parse_skus(&render_skus(&all)), all);
-        let p = Prices { on_demand: vec![("A".into(), 1.5)], spot: vec![("A".into(), 0.3)] };
+        let p = Prices {
+            on_demand: vec![("A".into(), 1.5)],
+            spot: vec![("A".into(), 0.3)],
+        };
         assert_eq!(Prices::parse(&p.render()), p);
     }
 
@@ -407,7 +483,12 @@ mod tests {
         assert_eq!(cap("ephemeral-storage").as_deref(), Some("128G"));
         assert_eq!(cap("pods").as_deref(), Some("30"));
         // A CPU size has no GPU labels.
-        let d = instance_type(&sku("Standard_D4s_v5"), &shaping(30), &Prices::embedded("westus3"), &|_| false);
+        let d = instance_type(
+            &sku("Standard_D4s_v5"),
+            &shaping(30),
+            &Prices::embedded("westus3"),
+            &|_| false,
+        );
         assert!(label(&d, LABEL_SKU_GPU_NAME).is_empty());
         assert_eq!(lookup(&d.capacity, "memory"), Some("15155Mi")); // 16384 * 0.925 = 15155.2
     }
@@ -415,11 +496,21 @@ mod tests {
     #[test]
     fn spot_and_regional_offerings() {
         let prices = Prices::embedded("southcentralus");
-        let scus = Shaping { region: "southcentralus".into(), ..shaping(110) };
-        let it = instance_type(&sku("Standard_D4s_v5"), &scus, &prices, &|k| k == "unavailable/Standard_D4s_v5/southcentralus-2/spot");
+        let scus = Shaping {
+            region: "southcentralus".into(),
+            ..shaping(110)
+        };
+        let it = instance_type(&sku("Standard_D4s_v5"), &scus, &prices, &|k| {
+            k == "unavailable/Standard_D4s_v5/southcentralus-2/spot"
+        });
         // 3 zones + regional, each on-demand and spot.
         assert_eq!(it.offerings.len(), 8);
-        let find = |z: &str, ct: &str| it.offerings.iter().find(|o| o.zone == z && o.capacity_type == ct).expect("offering");
+        let find = |z: &str, ct: &str| {
+            it.offerings
+                .iter()
+                .find(|o| o.zone == z && o.capacity_type == ct)
+                .expect("offering")
+        };
         let od = find("southcentralus-1", "on-demand");
         let spot = find("southcentralus-1", "spot");
         assert!((od.price - 0.204).abs() < 1e-9, "{}", od.price); // 0.192 * 1.0625
@@ -430,18 +521,36 @@ mod tests {
         assert_eq!(regional.requirements[0].key, LABEL_PLACEMENT_SCOPE);
         assert_eq!(regional.requirements[0].values, ["regional"]);
         assert_eq!(od.requirements[0].values, ["zonal"]);
-        assert_eq!(label(&it, labels::ZONE), ["southcentralus-1", "southcentralus-2", "southcentralus-3", "0"]);
+        assert_eq!(
+            label(&it, labels::ZONE),
+            [
+                "southcentralus-1",
+                "southcentralus-2",
+                "southcentralus-3",
+                "0"
+            ]
+        );
 
         // B sizes are not low-priority capable: on-demand only.
         let b = instance_type(&sku("Standard_B2s"), &shaping(110), &prices, &|_| false);
         assert!(b.offerings.iter().all(|o| o.capacity_type == "on-demand"));
         assert_eq!(label(&b, labels::CAPACITY_TYPE), ["on-demand"]);
         // A regional-only size has only zone "0".
-        let h = instance_type(&sku("Standard_ND96isr_H100_v5"), &shaping(110), &Prices::embedded("eastus2"), &|_| false);
+        let h = instance_type(
+            &sku("Standard_ND96isr_H100_v5"),
+            &shaping(110),
+            &Prices::embedded("eastus2"),
+            &|_| false,
+        );
         assert_eq!(label(&h, labels::ZONE), ["0"]);
         assert_eq!(label(&h, LABEL_PLACEMENT_SCOPE), ["regional"]);
         // Unknown price: very expensive, never NaN.
-        let unknown = instance_type(&sku("Standard_D4s_v5"), &shaping(110), &Prices::default(), &|_| false);
+        let unknown = instance_type(
+            &sku("Standard_D4s_v5"),
+            &shaping(110),
+            &Prices::default(),
+            &|_| false,
+        );
         assert!(unknown.offerings.iter().all(|o| o.price == UNKNOWN_PRICE));
     }
 }

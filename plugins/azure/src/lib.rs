@@ -36,7 +36,11 @@ struct Azure;
 fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.into(),
-        status: if ok { ConditionStatus::True } else { ConditionStatus::False },
+        status: if ok {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        },
         reason: reason.into(),
         message,
     }
@@ -60,15 +64,30 @@ fn parse_class(class: &NodeClass) -> Result<(nodeclass::Spec, Value), Error> {
 fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> (Vec<catalog::Sku>, Vec<InstanceType>) {
     let (skus, prices) = refresh::catalog(s);
     let unavailable = cache::keys("unavailable/");
-    let is_unavailable = |key: &str| unavailable.binary_search_by(|k| k.as_str().cmp(key)).is_ok();
+    let is_unavailable = |key: &str| {
+        unavailable
+            .binary_search_by(|k| k.as_str().cmp(key))
+            .is_ok()
+    };
     let shaping = shaping(s, spec);
-    let types = skus.iter().map(|k| catalog::instance_type(k, &shaping, &prices, &is_unavailable)).collect();
+    let types = skus
+        .iter()
+        .map(|k| catalog::instance_type(k, &shaping, &prices, &is_unavailable))
+        .collect();
     (skus, types)
 }
 
 fn arm_failure(what: &str, e: &ArmError) -> Error {
     let retryable = e.transient() || e.status == 409;
-    create_error(if e.code.is_empty() { "ARMError".to_string() } else { e.code.clone() }, format!("{what}: {e}"), retryable)
+    create_error(
+        if e.code.is_empty() {
+            "ARMError".to_string()
+        } else {
+            e.code.clone()
+        },
+        format!("{what}: {e}"),
+        retryable,
+    )
 }
 
 impl Guest for Azure {
@@ -94,26 +113,70 @@ impl Guest for Azure {
         let subnet = spec.vnet_subnet_id.clone().or(s.subnet_id.clone());
         let subnet_ok = subnet.as_deref().is_some_and(nodeclass::is_subnet_id);
         let version_ok = s.kubernetes_version.split('.').count() == 3;
-        let images_ok = ["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux"].contains(&spec.image_family.as_str());
+        let images_ok = ["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux"]
+            .contains(&spec.image_family.as_str());
         let valid = problems.is_empty();
         let ready = valid && subnet_ok && version_ok && images_ok;
         let conditions = vec![
-            condition("ImagesReady", images_ok, if images_ok { "ImagesReady" } else { "ImagesNotFound" }, String::new()),
-            condition("KubernetesVersionReady", version_ok, if version_ok { "KubernetesVersionReady" } else { "InvalidVersion" }, s.kubernetes_version.clone()),
+            condition(
+                "ImagesReady",
+                images_ok,
+                if images_ok {
+                    "ImagesReady"
+                } else {
+                    "ImagesNotFound"
+                },
+                String::new(),
+            ),
+            condition(
+                "KubernetesVersionReady",
+                version_ok,
+                if version_ok {
+                    "KubernetesVersionReady"
+                } else {
+                    "InvalidVersion"
+                },
+                s.kubernetes_version.clone(),
+            ),
             condition(
                 "SubnetsReady",
                 subnet_ok,
-                if subnet_ok { "SubnetsReady" } else { "SubnetNotFound" },
-                if subnet_ok { String::new() } else { "set spec.vnetSubnetID or the VNET_SUBNET_ID setting to an ARM subnet id".into() },
+                if subnet_ok {
+                    "SubnetsReady"
+                } else {
+                    "SubnetNotFound"
+                },
+                if subnet_ok {
+                    String::new()
+                } else {
+                    "set spec.vnetSubnetID or the VNET_SUBNET_ID setting to an ARM subnet id".into()
+                },
             ),
-            condition("ValidationSucceeded", valid, if valid { "ValidationSucceeded" } else { "ValidationFailed" }, problems.join("; ")),
-            condition("Ready", ready, if ready { "Ready" } else { "NotReady" }, String::new()),
+            condition(
+                "ValidationSucceeded",
+                valid,
+                if valid {
+                    "ValidationSucceeded"
+                } else {
+                    "ValidationFailed"
+                },
+                problems.join("; "),
+            ),
+            condition(
+                "Ready",
+                ready,
+                if ready { "Ready" } else { "NotReady" },
+                String::new(),
+            ),
         ];
         let resolved = json!({
             "kubernetesVersion": s.kubernetes_version,
             "images": nodeclass::images(&spec, &s.kubernetes_version, &s.image_version),
         });
-        Ok(NodeClassStatus { conditions, resolved: resolved.to_string() })
+        Ok(NodeClassStatus {
+            conditions,
+            resolved: resolved.to_string(),
+        })
     }
 
     fn get_instance_types(_pool: NodePool, class: NodeClass) -> Result<Vec<InstanceType>, Error> {
@@ -135,12 +198,22 @@ impl Guest for Azure {
             .vnet_subnet_id
             .clone()
             .or(s.subnet_id.clone())
-            .ok_or_else(|| node_class_not_ready("no subnet: set spec.vnetSubnetID or VNET_SUBNET_ID"))?;
+            .ok_or_else(|| {
+                node_class_not_ready("no subnet: set spec.vnetSubnetID or VNET_SUBNET_ID")
+            })?;
         let token = s.require("KUBELET_BOOTSTRAP_TOKEN", &s.bootstrap_token)?;
         let arm = Arm::new(&s)?;
         let name = vm::resource_name(&claim.name);
-        let vm_url = format!("{}?api-version={}", vm::vm_path(&sub, &rg, &name), vm::COMPUTE_API);
-        let nic_url = format!("{}?api-version={}", vm::nic_path(&sub, &rg, &name), vm::NETWORK_API);
+        let vm_url = format!(
+            "{}?api-version={}",
+            vm::vm_path(&sub, &rg, &name),
+            vm::COMPUTE_API
+        );
+        let nic_url = format!(
+            "{}?api-version={}",
+            vm::nic_path(&sub, &rg, &name),
+            vm::NETWORK_API
+        );
         let (skus, types) = instance_types(&s, &spec);
         let shaping = shaping(&s, &spec);
 
@@ -148,14 +221,30 @@ impl Guest for Azure {
         let existing = arm.send("GET", &vm_url, None)?;
         if existing.is_success() {
             let v: Value = existing.json()?;
-            let size = v.pointer("/properties/hardwareProfile/vmSize").and_then(Value::as_str).unwrap_or_default();
-            return Ok(vm::instance(&v, &sub, &rg, &s.location, skus.iter().find(|k| k.name == size), &shaping));
+            let size = v
+                .pointer("/properties/hardwareProfile/vmSize")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return Ok(vm::instance(
+                &v,
+                &sub,
+                &rg,
+                &s.location,
+                skus.iter().find(|k| k.name == size),
+                &shaping,
+            ));
         }
 
         let (it, offering) = vm::pick(&claim.requirements, &types).ok_or_else(|| {
-            insufficient_capacity(format!("no available offering satisfies NodeClaim {}", claim.name), vec![])
+            insufficient_capacity(
+                format!("no available offering satisfies NodeClaim {}", claim.name),
+                vec![],
+            )
         })?;
-        let sku = skus.iter().find(|k| k.name == it.name).ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))?;
+        let sku = skus
+            .iter()
+            .find(|k| k.name == it.name)
+            .ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))?;
         let spot = offering.capacity_type == labels::SPOT;
         let provider_id = vm::provider_id(&sub, &rg, &name);
 
@@ -171,20 +260,31 @@ impl Guest for Azure {
 
         // The node's labels: the type's single-valued labels, the offering's,
         // the NodeClaim's.
-        let scope = if offering.zone == catalog::REGIONAL_ZONE { catalog::REGIONAL } else { catalog::ZONAL };
+        let scope = if offering.zone == catalog::REGIONAL_ZONE {
+            catalog::REGIONAL
+        } else {
+            catalog::ZONAL
+        };
         let mut node_labels: Vec<(String, String)> = it
             .requirements
             .iter()
             .filter(|r| r.values.len() == 1 && matches!(r.operator, Operator::In))
             .map(|r| (r.key.clone(), r.values[0].clone()))
-            .filter(|(k, _)| k != labels::ZONE && k != labels::CAPACITY_TYPE && k != catalog::LABEL_PLACEMENT_SCOPE)
+            .filter(|(k, _)| {
+                k != labels::ZONE
+                    && k != labels::CAPACITY_TYPE
+                    && k != catalog::LABEL_PLACEMENT_SCOPE
+            })
             .collect();
         node_labels.push((labels::ZONE.into(), offering.zone.clone()));
         node_labels.push((labels::REGION.into(), s.location.clone()));
         node_labels.push((labels::CAPACITY_TYPE.into(), offering.capacity_type.clone()));
         node_labels.push((catalog::LABEL_PLACEMENT_SCOPE.into(), scope.into()));
         node_labels.push((labels::NODE_POOL.into(), claim.node_pool.clone()));
-        node_labels.push(("kubernetes.azure.com/cluster".into(), s.cluster_name.clone()));
+        node_labels.push((
+            "kubernetes.azure.com/cluster".into(),
+            s.cluster_name.clone(),
+        ));
         for (k, v) in &claim.labels {
             if !node_labels.iter().any(|(n, _)| n == k) {
                 node_labels.push((k.clone(), v.clone()));
@@ -195,12 +295,17 @@ impl Guest for Azure {
             TaintEffect::PreferNoSchedule => "PreferNoSchedule",
             TaintEffect::NoExecute => "NoExecute",
         };
-        let mut taints: Vec<String> =
-            claim.taints.iter().chain(&claim.startup_taints).map(|t| format!("{}={}:{}", t.key, t.value, effect(&t.effect))).collect();
+        let mut taints: Vec<String> = claim
+            .taints
+            .iter()
+            .chain(&claim.startup_taints)
+            .map(|t| format!("{}={}:{}", t.key, t.value, effect(&t.effect)))
+            .collect();
         taints.push(format!("{}=:NoExecute", labels::UNREGISTERED_TAINT));
 
         let info = cluster::info();
-        let image_id = nodeclass::image_id(&spec.image_family, &s.kubernetes_version, &s.image_version);
+        let image_id =
+            nodeclass::image_id(&spec.image_family, &s.kubernetes_version, &s.image_version);
         let script = bootstrap::render(&bootstrap::Bootstrap {
             node_name: name.clone(),
             api_server: info.endpoint,
@@ -210,7 +315,10 @@ impl Guest for Azure {
             labels: node_labels,
             taints,
             kube_reserved_cpu_millis: overhead::kube_reserved_cpu_millis(sku.vcpu),
-            kube_reserved_memory_mib: overhead::kube_reserved_memory_mib(sku.memory_mib(), shaping.max_pods),
+            kube_reserved_memory_mib: overhead::kube_reserved_memory_mib(
+                sku.memory_mib(),
+                shaping.max_pods,
+            ),
             max_pods: shaping.max_pods,
             kubernetes_version: s.kubernetes_version.clone(),
         });
@@ -219,13 +327,20 @@ impl Guest for Azure {
         let nic = vm::nic_body(&s.location, &subnet, sku.accelerated_networking, &tags);
         let r = arm.send("PUT", &nic_url, Some(&nic))?;
         if !r.is_success() {
-            return Err(arm_failure("create NIC", &ArmError::from_body(r.status, &r.body)));
+            return Err(arm_failure(
+                "create NIC",
+                &ArmError::from_body(r.status, &r.body),
+            ));
         }
         if let Err(e) = arm.wait(&r)? {
             return Err(arm_failure("create NIC", &e));
         }
         let nic_id = vm::nic_path(&sub, &rg, &name);
-        let security = spec.raw.pointer("/security/encryptionAtHost").and_then(Value::as_bool).unwrap_or(false);
+        let security = spec
+            .raw
+            .pointer("/security/encryptionAtHost")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let body = vm::vm_body(&vm::VmRequest {
             location: &s.location,
             name: &name,
@@ -242,25 +357,53 @@ impl Guest for Azure {
             identities: &s.node_identities,
         });
         let r = arm.send("PUT", &vm_url, Some(&body))?;
-        let failure = if r.is_success() { arm.wait(&r)?.err() } else { Some(ArmError::from_body(r.status, &r.body)) };
+        let failure = if r.is_success() {
+            arm.wait(&r)?.err()
+        } else {
+            Some(ArmError::from_body(r.status, &r.body))
+        };
         if let Some(e) = failure {
-            // The NIC is ours alone; leave nothing behind (best effort).
-            let _ = arm.send("DELETE", &nic_url, None);
+            // A failed VM and its NIC are ours alone; leave nothing behind
+            // (best effort: garbage collection catches what remains).
+            cleanup(&arm, &format!("{vm_url}&forceDeletion=true"), &nic_url);
             if let Some(kind) = CapacityFailure::classify(&e) {
-                let affected = armerrors::affected(kind, sku, &offering.zone, &offering.capacity_type, &s.location, &skus);
+                let affected = armerrors::affected(
+                    kind,
+                    sku,
+                    &offering.zone,
+                    &offering.capacity_type,
+                    &s.location,
+                    &skus,
+                );
                 for (t, z, ct) in &affected {
-                    cache::set(&catalog::unavailable_key(t, z, ct), e.code.as_bytes(), kind.ttl_seconds());
+                    cache::set(
+                        &catalog::unavailable_key(t, z, ct),
+                        e.code.as_bytes(),
+                        kind.ttl_seconds(),
+                    );
                 }
                 karpenter_plugin_sdk::log::info(
                     "offerings marked unavailable",
-                    &[("code", &e.code), ("count", &affected.len().to_string()), ("instance-type", &sku.name), ("zone", &offering.zone)],
+                    &[
+                        ("code", &e.code),
+                        ("count", &affected.len().to_string()),
+                        ("instance-type", &sku.name),
+                        ("zone", &offering.zone),
+                    ],
                 );
                 let refs = affected
                     .into_iter()
-                    .map(|(instance_type, zone, capacity_type)| OfferingRef { instance_type, zone, capacity_type })
+                    .map(|(instance_type, zone, capacity_type)| OfferingRef {
+                        instance_type,
+                        zone,
+                        capacity_type,
+                    })
                     .collect();
                 return Err(insufficient_capacity(
-                    format!("{} in {} ({}): {}", sku.name, offering.zone, offering.capacity_type, e),
+                    format!(
+                        "{} in {} ({}): {}",
+                        sku.name, offering.zone, offering.capacity_type, e
+                    ),
                     refs,
                 ));
             }
@@ -268,10 +411,20 @@ impl Guest for Azure {
         }
         let got = arm.send("GET", &vm_url, None)?;
         if !got.is_success() {
-            return Err(retryable(format!("VM {name} created but not readable: {}", ArmError::from_body(got.status, &got.body))));
+            return Err(retryable(format!(
+                "VM {name} created but not readable: {}",
+                ArmError::from_body(got.status, &got.body)
+            )));
         }
         let v: Value = got.json()?;
-        Ok(vm::instance(&v, &sub, &rg, &s.location, Some(sku), &shaping))
+        Ok(vm::instance(
+            &v,
+            &sub,
+            &rg,
+            &s.location,
+            Some(sku),
+            &shaping,
+        ))
     }
 
     fn delete(claim: NodeClaim) -> Result<(), Error> {
@@ -285,8 +438,16 @@ impl Guest for Azure {
             ),
         };
         let arm = Arm::new(&s)?;
-        let vm_url = format!("{}?api-version={}&forceDeletion=true", vm::vm_path(&sub, &rg, &name), vm::COMPUTE_API);
-        let nic_url = format!("{}?api-version={}", vm::nic_path(&sub, &rg, &name), vm::NETWORK_API);
+        let vm_url = format!(
+            "{}?api-version={}&forceDeletion=true",
+            vm::vm_path(&sub, &rg, &name),
+            vm::COMPUTE_API
+        );
+        let nic_url = format!(
+            "{}?api-version={}",
+            vm::nic_path(&sub, &rg, &name),
+            vm::NETWORK_API
+        );
         let mut gone = 0;
         for (what, url) in [("VM", &vm_url), ("NIC", &nic_url)] {
             let r = arm.send("DELETE", url, None)?;
@@ -297,7 +458,12 @@ impl Guest for Azure {
                         return Err(retryable(format!("delete {what} {name}: {e}")));
                     }
                 }
-                _ => return Err(retryable(format!("delete {what} {name}: {}", ArmError::from_body(r.status, &r.body)))),
+                _ => {
+                    return Err(retryable(format!(
+                        "delete {what} {name}: {}",
+                        ArmError::from_body(r.status, &r.body)
+                    )));
+                }
             }
         }
         if gone == 2 {
@@ -308,17 +474,28 @@ impl Guest for Azure {
 
     fn get(provider_id: String) -> Result<Instance, Error> {
         let s = Settings::load();
-        let (sub, rg, name) =
-            vm::parse_provider_id(&provider_id).ok_or_else(|| fatal(format!("providerID {provider_id:?} is not an Azure VM id")))?;
+        let (sub, rg, name) = vm::parse_provider_id(&provider_id)
+            .ok_or_else(|| fatal(format!("providerID {provider_id:?} is not an Azure VM id")))?;
         let arm = Arm::new(&s)?;
-        let r = arm.send("GET", &format!("{}?api-version={}", vm::vm_path(&sub, &rg, &name), vm::COMPUTE_API), None)?;
+        let r = arm.send(
+            "GET",
+            &format!(
+                "{}?api-version={}",
+                vm::vm_path(&sub, &rg, &name),
+                vm::COMPUTE_API
+            ),
+            None,
+        )?;
         match r.status {
             404 => Err(not_found(format!("VM {name} does not exist"))),
             st if (200..300).contains(&st) => {
                 let v: Value = r.json()?;
                 Ok(instance_of(&s, &v, &sub, &rg))
             }
-            _ => Err(retryable(format!("get VM {name}: {}", ArmError::from_body(r.status, &r.body)))),
+            _ => Err(retryable(format!(
+                "get VM {name}: {}",
+                ArmError::from_body(r.status, &r.body)
+            ))),
         }
     }
 
@@ -335,33 +512,72 @@ impl Guest for Azure {
         while let Some(url) = next.take() {
             let r = arm.send("GET", &url, None)?;
             if !r.is_success() {
-                return Err(retryable(format!("list VMs: {}", ArmError::from_body(r.status, &r.body))));
+                return Err(retryable(format!(
+                    "list VMs: {}",
+                    ArmError::from_body(r.status, &r.body)
+                )));
             }
             let page: Value = r.json()?;
-            for v in page.get("value").and_then(Value::as_array).into_iter().flatten() {
+            for v in page
+                .get("value")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let tags = v.get("tags");
                 let ours = tags.and_then(|t| t.get(vm::TAG_NODEPOOL)).is_some()
-                    && tags.and_then(|t| t.get(vm::TAG_CLUSTER)).and_then(Value::as_str).is_none_or(|c| c == s.cluster_name);
+                    && tags
+                        .and_then(|t| t.get(vm::TAG_CLUSTER))
+                        .and_then(Value::as_str)
+                        .is_none_or(|c| c == s.cluster_name);
                 if ours {
                     out.push(instance_of(&s, v, &sub, &rg));
                 }
             }
-            next = page.get("nextLink").and_then(Value::as_str).filter(|l| !l.is_empty()).map(str::to_string);
+            next = page
+                .get("nextLink")
+                .and_then(Value::as_str)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string);
         }
         Ok(out)
     }
 
     fn is_drifted(claim: NodeClaim, class: NodeClass) -> Result<Option<String>, Error> {
         let (spec, status) = parse_class(&class)?;
-        Ok(nodeclass::drift(&spec, &status, &claim.annotations, claim.kubelet_version.as_deref(), claim.image_id.as_deref())
-            .map(str::to_string))
+        Ok(nodeclass::drift(
+            &spec,
+            &status,
+            &claim.annotations,
+            claim.kubelet_version.as_deref(),
+            claim.image_id.as_deref(),
+        )
+        .map(str::to_string))
     }
 
     fn repair_policies() -> Vec<RepairPolicy> {
         vec![
-            RepairPolicy { condition_type: "Ready".into(), condition_status: ConditionStatus::False, toleration_seconds: 10 * 60 },
-            RepairPolicy { condition_type: "Ready".into(), condition_status: ConditionStatus::Unknown, toleration_seconds: 10 * 60 },
+            RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: ConditionStatus::False,
+                toleration_seconds: 10 * 60,
+            },
+            RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: ConditionStatus::Unknown,
+                toleration_seconds: 10 * 60,
+            },
         ]
+    }
+}
+
+fn cleanup(arm: &Arm, vm_url: &str, nic_url: &str) {
+    for url in [vm_url, nic_url] {
+        if let Ok(r) = arm.send("DELETE", url, None)
+            && r.is_success()
+        {
+            let _ = arm.wait(&r);
+        }
     }
 }
 
@@ -369,9 +585,24 @@ impl Guest for Azure {
 /// NodeClass is not known here).
 fn instance_of(s: &Settings, v: &Value, sub: &str, rg: &str) -> Instance {
     let (skus, _) = refresh::catalog(s);
-    let size = v.pointer("/properties/hardwareProfile/vmSize").and_then(Value::as_str).unwrap_or_default();
-    let shaping = Shaping { region: s.location.clone(), max_pods: s.default_max_pods(), os_disk_size_gb: 128, vm_memory_overhead: s.vm_memory_overhead };
-    vm::instance(v, sub, rg, &s.location, skus.iter().find(|k| k.name == size), &shaping)
+    let size = v
+        .pointer("/properties/hardwareProfile/vmSize")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let shaping = Shaping {
+        region: s.location.clone(),
+        max_pods: s.default_max_pods(),
+        os_disk_size_gb: 128,
+        vm_memory_overhead: s.vm_memory_overhead,
+    };
+    vm::instance(
+        v,
+        sub,
+        rg,
+        &s.location,
+        skus.iter().find(|k| k.name == size),
+        &shaping,
+    )
 }
 
 // Exported only in the component: natively the crate is a library of the

@@ -30,17 +30,25 @@ pub struct Spec {
 }
 
 pub fn parse(json_text: &str) -> Result<(Spec, Value), String> {
-    let obj: Value = serde_json::from_str(json_text).map_err(|e| format!("AKSNodeClass is not JSON: {e}"))?;
+    let obj: Value =
+        serde_json::from_str(json_text).map_err(|e| format!("AKSNodeClass is not JSON: {e}"))?;
     let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
     let str_field = |k: &str| spec.get(k).and_then(Value::as_str).map(str::to_string);
     let tags = spec
         .get("tags")
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
         .unwrap_or_default();
     let parsed = Spec {
         vnet_subnet_id: str_field("vnetSubnetID"),
-        os_disk_size_gb: spec.get("osDiskSizeGB").and_then(Value::as_u64).unwrap_or(128),
+        os_disk_size_gb: spec
+            .get("osDiskSizeGB")
+            .and_then(Value::as_u64)
+            .unwrap_or(128),
         image_family: str_field("imageFamily").unwrap_or_else(|| "Ubuntu".into()),
         fips_mode: str_field("fipsMode"),
         max_pods: spec.get("maxPods").and_then(Value::as_u64),
@@ -55,10 +63,16 @@ pub fn parse(json_text: &str) -> Result<(Spec, Value), String> {
 pub fn validate(spec: &Spec, default_subnet: Option<&str>) -> Vec<String> {
     let mut problems = Vec::new();
     if !(30..=2048).contains(&spec.os_disk_size_gb) {
-        problems.push(format!("osDiskSizeGB {} is outside 30..2048", spec.os_disk_size_gb));
+        problems.push(format!(
+            "osDiskSizeGB {} is outside 30..2048",
+            spec.os_disk_size_gb
+        ));
     }
     if !["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux"].contains(&spec.image_family.as_str()) {
-        problems.push(format!("imageFamily {:?} is not one of Ubuntu, Ubuntu2204, Ubuntu2404, AzureLinux", spec.image_family));
+        problems.push(format!(
+            "imageFamily {:?} is not one of Ubuntu, Ubuntu2204, Ubuntu2404, AzureLinux",
+            spec.image_family
+        ));
     }
     if let Some(p) = spec.max_pods
         && !(10..=250).contains(&p)
@@ -66,7 +80,9 @@ pub fn validate(spec: &Spec, default_subnet: Option<&str>) -> Vec<String> {
         problems.push(format!("maxPods {p} is outside 10..250"));
     }
     match spec.vnet_subnet_id.as_deref().or(default_subnet) {
-        Some(id) if !is_subnet_id(id) => problems.push(format!("vnetSubnetID {id:?} is not an ARM subnet id")),
+        Some(id) if !is_subnet_id(id) => {
+            problems.push(format!("vnetSubnetID {id:?} is not an ARM subnet id"))
+        }
         _ => {}
     }
     problems
@@ -87,14 +103,25 @@ pub fn is_subnet_id(id: &str) -> bool {
 
 /// The image definition for a family: Ubuntu follows the Kubernetes version
 /// (24.04 from 1.34 on), the others are fixed.
-pub fn image_definition(image_family: &str, kubernetes_version: &str) -> (&'static str, &'static str) {
+pub fn image_definition(
+    image_family: &str,
+    kubernetes_version: &str,
+) -> (&'static str, &'static str) {
     match image_family {
         "AzureLinux" => (AZURE_LINUX_GALLERY, "V3gen2"),
         "Ubuntu2204" => (UBUNTU_GALLERY, "2204gen2containerd"),
         "Ubuntu2404" => (UBUNTU_GALLERY, "2404gen2containerd"),
         _ => {
-            let minor = kubernetes_version.split('.').nth(1).and_then(|m| m.parse::<u32>().ok()).unwrap_or(0);
-            if minor >= 34 { (UBUNTU_GALLERY, "2404gen2containerd") } else { (UBUNTU_GALLERY, "2204gen2containerd") }
+            let minor = kubernetes_version
+                .split('.')
+                .nth(1)
+                .and_then(|m| m.parse::<u32>().ok())
+                .unwrap_or(0);
+            if minor >= 34 {
+                (UBUNTU_GALLERY, "2404gen2containerd")
+            } else {
+                (UBUNTU_GALLERY, "2204gen2containerd")
+            }
         }
     }
 }
@@ -138,11 +165,17 @@ pub fn drift(
     kubelet_version: Option<&str>,
     image_id: Option<&str>,
 ) -> Option<&'static str> {
-    let claim_hash = claim_annotations.iter().find(|(k, _)| k == HASH_ANNOTATION).map(|(_, v)| v.as_str());
+    let claim_hash = claim_annotations
+        .iter()
+        .find(|(k, _)| k == HASH_ANNOTATION)
+        .map(|(_, v)| v.as_str());
     if claim_hash.is_some_and(|h| h != hash(spec)) {
         return Some("NodeClassDrift");
     }
-    if let (Some(kv), Some(want)) = (kubelet_version, status.get("kubernetesVersion").and_then(Value::as_str)) {
+    if let (Some(kv), Some(want)) = (
+        kubelet_version,
+        status.get("kubernetesVersion").and_then(Value::as_str),
+    ) {
         if kv.trim_start_matches('v') != want.trim_start_matches('v') {
             return Some("KubernetesVersionDrift");
         }
@@ -150,7 +183,11 @@ pub fn drift(
     if let (Some(id), Some(images)) = (image_id, status.get("images").and_then(Value::as_array))
         && !id.is_empty()
         && !images.is_empty()
-        && !images.iter().any(|i| i.get("id").and_then(Value::as_str).is_some_and(|x| x.eq_ignore_ascii_case(id)))
+        && !images.iter().any(|i| {
+            i.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|x| x.eq_ignore_ascii_case(id))
+        })
     {
         return Some("ImageDrift");
     }
@@ -162,7 +199,9 @@ mod tests {
     use super::*;
 
     fn spec(json_spec: &str) -> Spec {
-        parse(&format!(r#"{{"spec": {json_spec}}}"#)).expect("parses").0
+        parse(&format!(r#"{{"spec": {json_spec}}}"#))
+            .expect("parses")
+            .0
     }
 
     #[test]
@@ -171,16 +210,24 @@ mod tests {
         assert_eq!(s.os_disk_size_gb, 128);
         assert_eq!(s.image_family, "Ubuntu");
         assert!(validate(&s, None).is_empty());
-        let bad = spec(r#"{"osDiskSizeGB": 10, "imageFamily": "Windows", "maxPods": 500, "vnetSubnetID": "x"}"#);
+        let bad = spec(
+            r#"{"osDiskSizeGB": 10, "imageFamily": "Windows", "maxPods": 500, "vnetSubnetID": "x"}"#,
+        );
         assert_eq!(validate(&bad, None).len(), 4);
-        assert!(is_subnet_id("/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/aks"));
+        assert!(is_subnet_id(
+            "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/aks"
+        ));
     }
 
     #[test]
     fn images_follow_the_family_and_version() {
-        assert!(image_id("Ubuntu", "1.34.2", "1").contains("/images/2404gen2containerd/versions/1"));
+        assert!(
+            image_id("Ubuntu", "1.34.2", "1").contains("/images/2404gen2containerd/versions/1")
+        );
         assert!(image_id("Ubuntu", "1.33.1", "1").contains("2204gen2containerd"));
-        assert!(image_id("AzureLinux", "1.34.2", "1").starts_with("/CommunityGalleries/AKSAzureLinux"));
+        assert!(
+            image_id("AzureLinux", "1.34.2", "1").starts_with("/CommunityGalleries/AKSAzureLinux")
+        );
     }
 
     #[test]
@@ -198,10 +245,22 @@ mod tests {
         let image = image_id("Ubuntu", "1.34.2", "v1");
         let status = json!({"kubernetesVersion": "1.34.2", "images": [{"id": image}]});
         let ann = vec![(HASH_ANNOTATION.to_string(), hash(&s))];
-        assert_eq!(drift(&s, &status, &ann, Some("v1.34.2"), Some(&image)), None);
+        assert_eq!(
+            drift(&s, &status, &ann, Some("v1.34.2"), Some(&image)),
+            None
+        );
         let old = vec![(HASH_ANNOTATION.to_string(), "1".to_string())];
-        assert_eq!(drift(&s, &status, &old, Some("v1.34.2"), Some(&image)), Some("NodeClassDrift"));
-        assert_eq!(drift(&s, &status, &ann, Some("v1.33.0"), Some(&image)), Some("KubernetesVersionDrift"));
-        assert_eq!(drift(&s, &status, &ann, Some("v1.34.2"), Some("/other")), Some("ImageDrift"));
+        assert_eq!(
+            drift(&s, &status, &old, Some("v1.34.2"), Some(&image)),
+            Some("NodeClassDrift")
+        );
+        assert_eq!(
+            drift(&s, &status, &ann, Some("v1.33.0"), Some(&image)),
+            Some("KubernetesVersionDrift")
+        );
+        assert_eq!(
+            drift(&s, &status, &ann, Some("v1.34.2"), Some("/other")),
+            Some("ImageDrift")
+        );
     }
 }

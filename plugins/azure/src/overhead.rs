@@ -36,7 +36,10 @@ pub fn overhead(sku: &Sku, max_pods: u64) -> Overhead {
     Overhead {
         kube_reserved: resources(&[
             ("cpu", millis(kube_reserved_cpu_millis(sku.vcpu))),
-            ("memory", mib(kube_reserved_memory_mib(sku.memory_mib(), max_pods))),
+            (
+                "memory",
+                mib(kube_reserved_memory_mib(sku.memory_mib(), max_pods)),
+            ),
         ]),
         system_reserved: Vec::new(),
         eviction_threshold: resources(&[("memory", mib(EVICTION_HARD_MIB))]),
@@ -49,13 +52,24 @@ mod tests {
     use crate::catalog::{SKUS_CSV, parse_skus};
 
     fn sku(name: &str) -> Sku {
-        parse_skus(SKUS_CSV).into_iter().find(|s| s.name == name).expect("in catalog")
+        parse_skus(SKUS_CSV)
+            .into_iter()
+            .find(|s| s.name == name)
+            .expect("in catalog")
     }
 
     fn reserved(name: &str, max_pods: u64) -> (String, String) {
         let o = overhead(&sku(name), max_pods);
-        assert_eq!(o.eviction_threshold, vec![("memory".to_string(), "100Mi".to_string())]);
-        (lookup(&o.kube_reserved, "cpu").unwrap_or_default().into(), lookup(&o.kube_reserved, "memory").unwrap_or_default().into())
+        assert_eq!(
+            o.eviction_threshold,
+            vec![("memory".to_string(), "100Mi".to_string())]
+        );
+        (
+            lookup(&o.kube_reserved, "cpu").unwrap_or_default().into(),
+            lookup(&o.kube_reserved, "memory")
+                .unwrap_or_default()
+                .into(),
+        )
     }
 
     #[test]
@@ -63,11 +77,20 @@ mod tests {
         // 4 vCPU, 16 GiB = 16384 MiB; a quarter is 4096 MiB.
         // CPU: 60 + 40 + 20 + 20 = 140m.
         // maxPods 30: 20*30+50 = 650 < 4096 -> 650.
-        assert_eq!(reserved("Standard_D4s_v5", 30), ("140m".into(), "650Mi".into()));
+        assert_eq!(
+            reserved("Standard_D4s_v5", 30),
+            ("140m".into(), "650Mi".into())
+        );
         // maxPods 110: 20*110+50 = 2250 < 4096 -> 2250.
-        assert_eq!(reserved("Standard_D4s_v5", 110), ("140m".into(), "2250Mi".into()));
+        assert_eq!(
+            reserved("Standard_D4s_v5", 110),
+            ("140m".into(), "2250Mi".into())
+        );
         // maxPods 250: 20*250+50 = 5050 > 4096 -> 4096.
-        assert_eq!(reserved("Standard_D4s_v5", 250), ("140m".into(), "4096Mi".into()));
+        assert_eq!(
+            reserved("Standard_D4s_v5", 250),
+            ("140m".into(), "4096Mi".into())
+        );
     }
 
     #[test]
@@ -75,9 +98,18 @@ mod tests {
         // 16 vCPU, 64 GiB = 65536 MiB; a quarter is 16384 MiB.
         // CPU: 60 + 40 + 20 + 20 + 12 * 10 = 260m.
         // maxPods 30: 650; 110: 2250; 250: 5050 (all under 16384).
-        assert_eq!(reserved("Standard_D16s_v5", 30), ("260m".into(), "650Mi".into()));
-        assert_eq!(reserved("Standard_D16s_v5", 110), ("260m".into(), "2250Mi".into()));
-        assert_eq!(reserved("Standard_D16s_v5", 250), ("260m".into(), "5050Mi".into()));
+        assert_eq!(
+            reserved("Standard_D16s_v5", 30),
+            ("260m".into(), "650Mi".into())
+        );
+        assert_eq!(
+            reserved("Standard_D16s_v5", 110),
+            ("260m".into(), "2250Mi".into())
+        );
+        assert_eq!(
+            reserved("Standard_D16s_v5", 250),
+            ("260m".into(), "5050Mi".into())
+        );
     }
 
     #[test]
@@ -85,9 +117,18 @@ mod tests {
         // 24 vCPU, 220 GiB = 225280 MiB; a quarter is 56320 MiB.
         // CPU: 60 + 40 + 20 + 20 + 20 * 10 = 340m.
         // maxPods 30: 650; 110: 2250; 250: 5050.
-        assert_eq!(reserved("Standard_NC24ads_A100_v4", 30), ("340m".into(), "650Mi".into()));
-        assert_eq!(reserved("Standard_NC24ads_A100_v4", 110), ("340m".into(), "2250Mi".into()));
-        assert_eq!(reserved("Standard_NC24ads_A100_v4", 250), ("340m".into(), "5050Mi".into()));
+        assert_eq!(
+            reserved("Standard_NC24ads_A100_v4", 30),
+            ("340m".into(), "650Mi".into())
+        );
+        assert_eq!(
+            reserved("Standard_NC24ads_A100_v4", 110),
+            ("340m".into(), "2250Mi".into())
+        );
+        assert_eq!(
+            reserved("Standard_NC24ads_A100_v4", 250),
+            ("340m".into(), "5050Mi".into())
+        );
     }
 
     #[test]

@@ -19,18 +19,28 @@ const MAX_PRICE_PAGES: usize = 40;
 /// The region's SKUs and prices.
 pub fn catalog(s: &Settings) -> (Vec<Sku>, Prices) {
     let region = &s.location;
-    let skus = cached(&format!("catalog/skus/{region}"), s.catalog_refresh, || fetch_skus(s).map(|k| catalog::render_skus(&k)))
-        .map(|t| catalog::parse_skus(&t))
-        .filter(|k| !k.is_empty())
-        .unwrap_or_else(|| catalog::embedded_skus(region));
-    let prices = cached(&format!("catalog/prices/{region}"), s.catalog_refresh, || fetch_prices(s).map(|p| p.render()))
-        .map(|t| Prices::parse(&t))
-        .filter(|p| !p.on_demand.is_empty())
-        .unwrap_or_else(|| Prices::embedded(region));
+    let skus = cached(&format!("catalog/skus/{region}"), s.catalog_refresh, || {
+        fetch_skus(s).map(|k| catalog::render_skus(&k))
+    })
+    .map(|t| catalog::parse_skus(&t))
+    .filter(|k| !k.is_empty())
+    .unwrap_or_else(|| catalog::embedded_skus(region));
+    let prices = cached(
+        &format!("catalog/prices/{region}"),
+        s.catalog_refresh,
+        || fetch_prices(s).map(|p| p.render()),
+    )
+    .map(|t| Prices::parse(&t))
+    .filter(|p| !p.on_demand.is_empty())
+    .unwrap_or_else(|| Prices::embedded(region));
     (skus, prices)
 }
 
-fn cached(key: &str, refresh: bool, fetch: impl FnOnce() -> Result<String, String>) -> Option<String> {
+fn cached(
+    key: &str,
+    refresh: bool,
+    fetch: impl FnOnce() -> Result<String, String>,
+) -> Option<String> {
     if let Some(v) = cache::get(key) {
         return Some(String::from_utf8_lossy(&v).into_owned());
     }
@@ -44,7 +54,10 @@ fn cached(key: &str, refresh: bool, fetch: impl FnOnce() -> Result<String, Strin
             Some(text)
         }
         Err(e) => {
-            karpenter_plugin_sdk::log::info("catalog refresh failed; using the embedded table", &[("key", key), ("error", &e)]);
+            karpenter_plugin_sdk::log::info(
+                "catalog refresh failed; using the embedded table",
+                &[("key", key), ("error", &e)],
+            );
             cache::set(&failed, b"", FAILED_TTL);
             None
         }
@@ -52,20 +65,31 @@ fn cached(key: &str, refresh: bool, fetch: impl FnOnce() -> Result<String, Strin
 }
 
 fn fetch_skus(s: &Settings) -> Result<Vec<Sku>, String> {
-    let sub = s.subscription.clone().ok_or("AZURE_SUBSCRIPTION_ID is not set")?;
+    let sub = s
+        .subscription
+        .clone()
+        .ok_or("AZURE_SUBSCRIPTION_ID is not set")?;
     let arm = Arm::new(s).map_err(|e| format!("{e:?}"))?;
     let filter = encode(&format!("location eq '{}'", s.location));
-    let mut next = Some(format!("/subscriptions/{sub}/providers/Microsoft.Compute/skus?api-version={SKUS_API}&$filter={filter}"));
+    let mut next = Some(format!(
+        "/subscriptions/{sub}/providers/Microsoft.Compute/skus?api-version={SKUS_API}&$filter={filter}"
+    ));
     let mut out = Vec::new();
     let mut pages = 0;
     while let Some(url) = next.take() {
         let r = arm.send("GET", &url, None).map_err(|e| format!("{e:?}"))?;
         if !r.is_success() {
-            return Err(format!("resource SKUs: {}", crate::armerrors::ArmError::from_body(r.status, &r.body)));
+            return Err(format!(
+                "resource SKUs: {}",
+                crate::armerrors::ArmError::from_body(r.status, &r.body)
+            ));
         }
         let v: Value = r.json().map_err(|e| e.to_string())?;
         out.extend(parse_resource_skus(&v, &s.location));
-        next = v.get("nextLink").and_then(Value::as_str).map(str::to_string);
+        next = v
+            .get("nextLink")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         pages += 1;
         if pages > 50 {
             break;
@@ -79,11 +103,18 @@ fn fetch_prices(s: &Settings) -> Result<Prices, String> {
         "serviceName eq 'Virtual Machines' and armRegionName eq '{}' and priceType eq 'Consumption'",
         s.location
     );
-    let mut next = Some(format!("{}/api/retail/prices?api-version=2023-01-01-preview&$filter={}", s.prices_endpoint, encode(&filter)));
+    let mut next = Some(format!(
+        "{}/api/retail/prices?api-version=2023-01-01-preview&$filter={}",
+        s.prices_endpoint,
+        encode(&filter)
+    ));
     let mut prices = Prices::default();
     for _ in 0..MAX_PRICE_PAGES {
         let Some(url) = next.take() else { break };
-        let r = Request::get(url).header("accept", "application/json").send().map_err(|e| e.to_string())?;
+        let r = Request::get(url)
+            .header("accept", "application/json")
+            .send()
+            .map_err(|e| e.to_string())?;
         if !r.is_success() {
             return Err(format!("retail prices: HTTP {}", r.status));
         }
@@ -99,11 +130,26 @@ fn fetch_prices(s: &Settings) -> Result<Prices, String> {
 
 /// Linux consumption prices of one Retail Prices page; returns NextPageLink.
 pub fn parse_retail_prices(page: &Value, into: &mut Prices) -> Option<String> {
-    for item in page.get("Items").and_then(Value::as_array).into_iter().flatten() {
+    for item in page
+        .get("Items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
-        let Some(price) = item.get("retailPrice").and_then(Value::as_f64).filter(|p| p.is_finite() && *p >= 0.0) else { continue };
+        let Some(price) = item
+            .get("retailPrice")
+            .and_then(Value::as_f64)
+            .filter(|p| p.is_finite() && *p >= 0.0)
+        else {
+            continue;
+        };
         let (name, meter, product) = (s("armSkuName"), s("meterName"), s("productName"));
-        if name.is_empty() || product.contains("Windows") || meter.contains("Low Priority") || s("type") != "Consumption" {
+        if name.is_empty()
+            || product.contains("Windows")
+            || meter.contains("Low Priority")
+            || s("type") != "Consumption"
+        {
             continue;
         }
         if meter.ends_with("Spot") {
@@ -112,36 +158,70 @@ pub fn parse_retail_prices(page: &Value, into: &mut Prices) -> Option<String> {
             into.on_demand.push((name.to_string(), price));
         }
     }
-    page.get("NextPageLink").and_then(Value::as_str).filter(|l| !l.is_empty()).map(str::to_string)
+    page.get("NextPageLink")
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
 }
 
 /// Family, series and version from a size name: Standard_NC24ads_A100_v4 ->
 /// (N, NCads_A100_v4, 4).
 pub fn name_parts(name: &str) -> (String, String, String) {
     let size = name.strip_prefix("Standard_").unwrap_or(name);
-    let family = size.chars().next().map(|c| c.to_string()).unwrap_or_default();
-    let letters: String = size.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    let rest: String = size.chars().skip_while(|c| c.is_ascii_alphabetic()).skip_while(|c| c.is_ascii_digit()).collect();
+    let family = size
+        .chars()
+        .next()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    let letters: String = size
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    let rest: String = size
+        .chars()
+        .skip_while(|c| c.is_ascii_alphabetic())
+        .skip_while(|c| c.is_ascii_digit())
+        .collect();
     let rest = rest.trim_start_matches('-');
     let series = format!("{letters}{rest}");
-    let version = size.rsplit_once("_v").map(|(_, v)| v.to_string()).filter(|v| v.chars().all(|c| c.is_ascii_digit()) && !v.is_empty()).unwrap_or_else(|| "1".into());
+    let version = size
+        .rsplit_once("_v")
+        .map(|(_, v)| v.to_string())
+        .filter(|v| v.chars().all(|c| c.is_ascii_digit()) && !v.is_empty())
+        .unwrap_or_else(|| "1".into());
     (family, series, version)
 }
 
 /// The GPU model of a size, from its name (the SKU API only counts GPUs).
 pub fn gpu_name(name: &str) -> &'static str {
-    for (pat, gpu) in [("H100", "H100"), ("H200", "H200"), ("A100", "A100"), ("A10", "A10"), ("T4", "T4"), ("V100", "V100")] {
+    for (pat, gpu) in [
+        ("H100", "H100"),
+        ("H200", "H200"),
+        ("A100", "A100"),
+        ("A10", "A10"),
+        ("T4", "T4"),
+        ("V100", "V100"),
+    ] {
         if name.contains(pat) {
             return gpu;
         }
     }
-    if name.starts_with("Standard_NC") && name.ends_with("_v3") { "V100" } else { "" }
+    if name.starts_with("Standard_NC") && name.ends_with("_v3") {
+        "V100"
+    } else {
+        ""
+    }
 }
 
 /// The virtualMachines SKUs of a Resource SKUs page usable in `region`.
 pub fn parse_resource_skus(page: &Value, region: &str) -> Vec<Sku> {
     let mut out = Vec::new();
-    for item in page.get("value").and_then(Value::as_array).into_iter().flatten() {
+    for item in page
+        .get("value")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
         if s("resourceType") != "virtualMachines" {
             continue;
@@ -160,14 +240,26 @@ pub fn parse_resource_skus(page: &Value, region: &str) -> Vec<Sku> {
         if cap("CpuArchitectureType").is_some_and(|a| a != "x64") {
             continue;
         }
-        let restrictions = item.get("restrictions").and_then(Value::as_array).cloned().unwrap_or_default();
-        if restrictions.iter().any(|r| r.get("type").and_then(Value::as_str) == Some("Location")) {
+        let restrictions = item
+            .get("restrictions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if restrictions
+            .iter()
+            .any(|r| r.get("type").and_then(Value::as_str) == Some("Location"))
+        {
             continue;
         }
         let restricted_zones: Vec<String> = restrictions
             .iter()
             .filter(|r| r.get("type").and_then(Value::as_str) == Some("Zone"))
-            .flat_map(|r| r.pointer("/restrictionInfo/zones").and_then(Value::as_array).cloned().unwrap_or_default())
+            .flat_map(|r| {
+                r.pointer("/restrictionInfo/zones")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .filter_map(|z| z.as_str().map(str::to_string))
             .collect();
         let mut zones: Vec<String> = item
@@ -175,18 +267,37 @@ pub fn parse_resource_skus(page: &Value, region: &str) -> Vec<Sku> {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter(|l| l.get("location").and_then(Value::as_str).is_some_and(|x| x.eq_ignore_ascii_case(region)))
-            .flat_map(|l| l.get("zones").and_then(Value::as_array).cloned().unwrap_or_default())
+            .filter(|l| {
+                l.get("location")
+                    .and_then(Value::as_str)
+                    .is_some_and(|x| x.eq_ignore_ascii_case(region))
+            })
+            .flat_map(|l| {
+                l.get("zones")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .filter_map(|z| z.as_str().map(str::to_string))
             .filter(|z| !restricted_zones.contains(z))
             .collect();
         zones.sort();
         let (family, series, version) = name_parts(&name);
         let gpus = num("GPUs") as u64;
-        let ephemeral = (num("CachedDiskBytes") / 1e9).max(num("MaxResourceVolumeMB") / 1000.0).floor() as u64;
+        let ephemeral = (num("CachedDiskBytes") / 1e9)
+            .max(num("MaxResourceVolumeMB") / 1000.0)
+            .floor() as u64;
         let sku = Sku {
-            gpu_name: if gpus > 0 { gpu_name(&name).to_string() } else { String::new() },
-            gpu_manufacturer: if gpus > 0 { "nvidia".into() } else { String::new() },
+            gpu_name: if gpus > 0 {
+                gpu_name(&name).to_string()
+            } else {
+                String::new()
+            },
+            gpu_manufacturer: if gpus > 0 {
+                "nvidia".into()
+            } else {
+                String::new()
+            },
             name,
             arm_family: s("family").to_string(),
             family,
@@ -215,14 +326,28 @@ mod tests {
 
     #[test]
     fn names_split_like_the_labels() {
-        assert_eq!(name_parts("Standard_D4s_v5"), ("D".into(), "Ds_v5".into(), "5".into()));
-        assert_eq!(name_parts("Standard_NC24ads_A100_v4"), ("N".into(), "NCads_A100_v4".into(), "4".into()));
-        assert_eq!(name_parts("Standard_B2ms"), ("B".into(), "Bms".into(), "1".into()));
+        assert_eq!(
+            name_parts("Standard_D4s_v5"),
+            ("D".into(), "Ds_v5".into(), "5".into())
+        );
+        assert_eq!(
+            name_parts("Standard_NC24ads_A100_v4"),
+            ("N".into(), "NCads_A100_v4".into(), "4".into())
+        );
+        assert_eq!(
+            name_parts("Standard_B2ms"),
+            ("B".into(), "Bms".into(), "1".into())
+        );
         assert_eq!(gpu_name("Standard_NC4as_T4_v3"), "T4");
         // The embedded table agrees with the rule.
         for s in catalog::parse_skus(catalog::SKUS_CSV) {
             let (f, series, v) = name_parts(&s.name);
-            assert_eq!((f, series, v), (s.family.clone(), s.series.clone(), s.version.clone()), "{}", s.name);
+            assert_eq!(
+                (f, series, v),
+                (s.family.clone(), s.series.clone(), s.version.clone()),
+                "{}",
+                s.name
+            );
         }
     }
 
@@ -255,7 +380,10 @@ mod tests {
             {"armSkuName": "Standard_D4s_v5", "retailPrice": 0.04, "meterName": "D4s v5 Low Priority", "productName": "Virtual Machines Dsv5 Series", "type": "Consumption"}
         ], "NextPageLink": "https://prices.azure.com/next"});
         let mut p = Prices::default();
-        assert_eq!(parse_retail_prices(&page, &mut p).as_deref(), Some("https://prices.azure.com/next"));
+        assert_eq!(
+            parse_retail_prices(&page, &mut p).as_deref(),
+            Some("https://prices.azure.com/next")
+        );
         assert_eq!(p.on_demand, vec![("Standard_D4s_v5".to_string(), 0.192)]);
         assert_eq!(p.spot, vec![("Standard_D4s_v5".to_string(), 0.0384)]);
     }

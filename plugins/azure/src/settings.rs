@@ -48,20 +48,26 @@ pub struct Settings {
 }
 
 fn get(key: &str) -> Option<String> {
-    config::get_setting(key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    config::get_setting(key)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 impl Settings {
     pub fn load() -> Settings {
         let cloud = get("ARM_CLOUD").unwrap_or_else(|| "AzurePublicCloud".into());
         let cloud_endpoint = match cloud.to_ascii_lowercase().as_str() {
-            "azureusgovernmentcloud" | "azureusgovernment" => "https://management.usgovcloudapi.net",
+            "azureusgovernmentcloud" | "azureusgovernment" => {
+                "https://management.usgovcloudapi.net"
+            }
             "azurechinacloud" => "https://management.chinacloudapi.cn",
             _ => "https://management.azure.com",
         };
         let arm_endpoint = get("ARM_ENDPOINT").unwrap_or_else(|| cloud_endpoint.to_string());
         Settings {
-            location: get("LOCATION").unwrap_or_else(|| "southcentralus".into()).to_ascii_lowercase(),
+            location: get("LOCATION")
+                .unwrap_or_else(|| "southcentralus".into())
+                .to_ascii_lowercase(),
             subscription: get("AZURE_SUBSCRIPTION_ID"),
             node_resource_group: get("AZURE_NODE_RESOURCE_GROUP"),
             subnet_id: get("VNET_SUBNET_ID"),
@@ -70,7 +76,8 @@ impl Settings {
             arm_scope: format!("{cloud_endpoint}/.default"),
             arm_endpoint: arm_endpoint.trim_end_matches('/').to_string(),
             auth: !get("ARM_AUTH").is_some_and(|a| a.eq_ignore_ascii_case("none")),
-            kubernetes_version: get("KUBERNETES_VERSION").unwrap_or_else(|| DEFAULT_KUBERNETES_VERSION.into()),
+            kubernetes_version: get("KUBERNETES_VERSION")
+                .unwrap_or_else(|| DEFAULT_KUBERNETES_VERSION.into()),
             image_version: get("IMAGE_VERSION").unwrap_or_else(|| DEFAULT_IMAGE_VERSION.into()),
             network_plugin: get("NETWORK_PLUGIN").unwrap_or_else(|| "azure".into()),
             network_plugin_mode: get("NETWORK_PLUGIN_MODE").unwrap_or_else(|| "overlay".into()),
@@ -78,11 +85,20 @@ impl Settings {
                 .and_then(|v| v.parse::<f64>().ok())
                 .filter(|v| v.is_finite() && (0.0..1.0).contains(v))
                 .unwrap_or(0.075),
-            catalog_refresh: !get("CATALOG_REFRESH").is_some_and(|v| v.eq_ignore_ascii_case("false")),
-            prices_endpoint: get("PRICES_ENDPOINT").unwrap_or_else(|| "https://prices.azure.com".into()).trim_end_matches('/').to_string(),
+            catalog_refresh: !get("CATALOG_REFRESH")
+                .is_some_and(|v| v.eq_ignore_ascii_case("false")),
+            prices_endpoint: get("PRICES_ENDPOINT")
+                .unwrap_or_else(|| "https://prices.azure.com".into())
+                .trim_end_matches('/')
+                .to_string(),
             cluster_name: get("CLUSTER_NAME").unwrap_or_else(|| cluster::info().name),
             node_identities: get("NODE_IDENTITIES")
-                .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .map(|v| {
+                    v.split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default(),
         }
     }
@@ -94,7 +110,13 @@ impl Settings {
     }
 
     pub fn require(&self, what: &str, value: &Option<String>) -> Result<String, Error> {
-        value.clone().ok_or_else(|| create_error("MissingSetting", format!("setting {what} is not configured"), false))
+        value.clone().ok_or_else(|| {
+            create_error(
+                "MissingSetting",
+                format!("setting {what} is not configured"),
+                false,
+            )
+        })
     }
 }
 

@@ -22,11 +22,15 @@ pub fn resource_name(node_claim: &str) -> String {
 }
 
 pub fn vm_path(sub: &str, rg: &str, name: &str) -> String {
-    format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}")
+    format!(
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
+    )
 }
 
 pub fn nic_path(sub: &str, rg: &str, name: &str) -> String {
-    format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}")
+    format!(
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}"
+    )
 }
 
 pub fn provider_id(sub: &str, rg: &str, name: &str) -> String {
@@ -129,7 +133,11 @@ pub fn vm_body(r: &VmRequest) -> Value {
         body["zones"] = json!([n]);
     }
     if !r.identities.is_empty() {
-        let ids: serde_json::Map<String, Value> = r.identities.iter().map(|i| (i.clone(), json!({}))).collect();
+        let ids: serde_json::Map<String, Value> = r
+            .identities
+            .iter()
+            .map(|i| (i.clone(), json!({})))
+            .collect();
         body["identity"] = json!({"type": "UserAssigned", "userAssignedIdentities": ids});
     }
     body
@@ -137,7 +145,14 @@ pub fn vm_body(r: &VmRequest) -> Value {
 
 /// The instance a VM is: from its tags, size, zone, priority and state; the
 /// catalog fills in labels and resources when it knows the size.
-pub fn instance(vm: &Value, sub: &str, rg: &str, region: &str, sku: Option<&Sku>, shaping: &Shaping) -> Instance {
+pub fn instance(
+    vm: &Value,
+    sub: &str,
+    rg: &str,
+    region: &str,
+    sku: Option<&Sku>,
+    shaping: &Shaping,
+) -> Instance {
     let s = |v: &Value, path: &[&str]| {
         let mut cur = v;
         for p in path {
@@ -152,7 +167,11 @@ pub fn instance(vm: &Value, sub: &str, rg: &str, region: &str, sku: Option<&Sku>
         .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| name.strip_prefix("aks-").unwrap_or(&name).to_string());
-    let node_pool = tags.get(TAG_NODEPOOL).and_then(Value::as_str).unwrap_or_default().to_string();
+    let node_pool = tags
+        .get(TAG_NODEPOOL)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let size = s(vm, &["properties", "hardwareProfile", "vmSize"]);
     let zone = vm
         .get("zones")
@@ -161,14 +180,22 @@ pub fn instance(vm: &Value, sub: &str, rg: &str, region: &str, sku: Option<&Sku>
         .and_then(Value::as_str)
         .map(|n| catalog::zone_label(region, n))
         .unwrap_or_else(|| REGIONAL_ZONE.to_string());
-    let capacity_type = if s(vm, &["properties", "priority"]).eq_ignore_ascii_case("Spot") { labels::SPOT } else { labels::ON_DEMAND };
+    let capacity_type = if s(vm, &["properties", "priority"]).eq_ignore_ascii_case("Spot") {
+        labels::SPOT
+    } else {
+        labels::ON_DEMAND
+    };
     let state = match s(vm, &["properties", "provisioningState"]).as_str() {
         "Succeeded" => InstanceState::Running,
         "Deleting" => InstanceState::Stopping,
         "Failed" | "Canceled" | "Deleted" => InstanceState::Terminated,
         _ => InstanceState::Pending,
     };
-    let scope = if zone == REGIONAL_ZONE { catalog::REGIONAL } else { catalog::ZONAL };
+    let scope = if zone == REGIONAL_ZONE {
+        catalog::REGIONAL
+    } else {
+        catalog::ZONAL
+    };
     let mut node_labels = vec![
         (labels::INSTANCE_TYPE.to_string(), size.clone()),
         (labels::ZONE.to_string(), zone.clone()),
@@ -176,7 +203,10 @@ pub fn instance(vm: &Value, sub: &str, rg: &str, region: &str, sku: Option<&Sku>
         (labels::CAPACITY_TYPE.to_string(), capacity_type.to_string()),
         (labels::ARCH.to_string(), "amd64".to_string()),
         (labels::OS.to_string(), "linux".to_string()),
-        (catalog::LABEL_PLACEMENT_SCOPE.to_string(), scope.to_string()),
+        (
+            catalog::LABEL_PLACEMENT_SCOPE.to_string(),
+            scope.to_string(),
+        ),
     ];
     let (capacity, allocatable) = match sku {
         Some(k) => {
@@ -196,7 +226,15 @@ pub fn instance(vm: &Value, sub: &str, rg: &str, region: &str, sku: Option<&Sku>
         node_claim,
         node_pool,
         provider_id: provider_id(sub, rg, &name),
-        image_id: s(vm, &["properties", "storageProfile", "imageReference", "communityGalleryImageId"]),
+        image_id: s(
+            vm,
+            &[
+                "properties",
+                "storageProfile",
+                "imageReference",
+                "communityGalleryImageId",
+            ],
+        ),
         instance_type: size,
         zone,
         capacity_type: capacity_type.to_string(),
@@ -216,13 +254,19 @@ fn allocatable(it: &InstanceType) -> Vec<(String, String)> {
         let value = match k.as_str() {
             "cpu" => {
                 let total = v.parse::<u64>().unwrap_or(0) * 1000;
-                let r = reserved(&it.overhead.kube_reserved).map(|x| parse_millis(&x)).unwrap_or(0);
+                let r = reserved(&it.overhead.kube_reserved)
+                    .map(|x| parse_millis(&x))
+                    .unwrap_or(0);
                 millis(total.saturating_sub(r))
             }
             "memory" => {
                 let total = parse_mib(v);
-                let r = reserved(&it.overhead.kube_reserved).map(|x| parse_mib(&x)).unwrap_or(0)
-                    + reserved(&it.overhead.eviction_threshold).map(|x| parse_mib(&x)).unwrap_or(0);
+                let r = reserved(&it.overhead.kube_reserved)
+                    .map(|x| parse_mib(&x))
+                    .unwrap_or(0)
+                    + reserved(&it.overhead.eviction_threshold)
+                        .map(|x| parse_mib(&x))
+                        .unwrap_or(0);
                 mib(total.saturating_sub(r))
             }
             _ => v.clone(),
@@ -240,21 +284,33 @@ fn parse_millis(q: &str) -> u64 {
 }
 
 fn parse_mib(q: &str) -> u64 {
-    q.strip_suffix("Mi").and_then(|m| m.parse().ok()).unwrap_or(0)
+    q.strip_suffix("Mi")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The cheapest available offering whose type and offering satisfy the
 /// NodeClaim's requirements, offering-level requirements (placement scope)
 /// included. None means insufficient capacity.
-pub fn pick<'a>(requirements: &[Requirement], types: &'a [InstanceType]) -> Option<(&'a InstanceType, &'a Offering)> {
+pub fn pick<'a>(
+    requirements: &[Requirement],
+    types: &'a [InstanceType],
+) -> Option<(&'a InstanceType, &'a Offering)> {
     use karpenter_plugin_sdk::requirements::satisfies;
     let mut best: Option<(&InstanceType, &Offering)> = None;
     for it in types {
         let type_ok = requirements.iter().all(|r| {
-            if r.key == labels::ZONE || r.key == labels::CAPACITY_TYPE || r.key == catalog::LABEL_PLACEMENT_SCOPE {
+            if r.key == labels::ZONE
+                || r.key == labels::CAPACITY_TYPE
+                || r.key == catalog::LABEL_PLACEMENT_SCOPE
+            {
                 return true;
             }
-            match it.requirements.iter().find(|t| t.key == r.key && matches!(t.operator, Operator::In)) {
+            match it
+                .requirements
+                .iter()
+                .find(|t| t.key == r.key && matches!(t.operator, Operator::In))
+            {
                 Some(t) => t.values.iter().any(|v| satisfies(r, Some(v))),
                 None => satisfies(r, None),
             }
@@ -288,18 +344,38 @@ mod tests {
     use crate::catalog::{Prices, SKUS_CSV, instance_type, parse_skus};
 
     fn shaping() -> Shaping {
-        Shaping { region: "westus3".into(), max_pods: 110, os_disk_size_gb: 128, vm_memory_overhead: 0.075 }
+        Shaping {
+            region: "westus3".into(),
+            max_pods: 110,
+            os_disk_size_gb: 128,
+            vm_memory_overhead: 0.075,
+        }
     }
 
     fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
-        Requirement { key: key.into(), operator: op, values: values.iter().map(|v| v.to_string()).collect(), min_values: None }
+        Requirement {
+            key: key.into(),
+            operator: op,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
     }
 
     #[test]
     fn provider_ids_round_trip() {
         let id = provider_id("sub", "MC_RG_aks_westus3", "aks-default-x");
-        assert_eq!(id, "azure:///subscriptions/sub/resourceGroups/mc_rg_aks_westus3/providers/Microsoft.Compute/virtualMachines/aks-default-x");
-        assert_eq!(parse_provider_id(&id), Some(("sub".into(), "mc_rg_aks_westus3".into(), "aks-default-x".into())));
+        assert_eq!(
+            id,
+            "azure:///subscriptions/sub/resourceGroups/mc_rg_aks_westus3/providers/Microsoft.Compute/virtualMachines/aks-default-x"
+        );
+        assert_eq!(
+            parse_provider_id(&id),
+            Some((
+                "sub".into(),
+                "mc_rg_aks_westus3".into(),
+                "aks-default-x".into()
+            ))
+        );
         assert_eq!(parse_provider_id("kwok://x"), None);
         assert_eq!(zone_number("westus3-2"), Some("2"));
         assert_eq!(zone_number("0"), None);
@@ -308,29 +384,56 @@ mod tests {
     #[test]
     fn picks_cheapest_offering_honouring_placement_scope() {
         let prices = Prices::embedded("westus3");
-        let types: Vec<InstanceType> = parse_skus(SKUS_CSV).iter().map(|s| instance_type(s, &shaping(), &prices, &|_| false)).collect();
+        let types: Vec<InstanceType> = parse_skus(SKUS_CSV)
+            .iter()
+            .map(|s| instance_type(s, &shaping(), &prices, &|_| false))
+            .collect();
         let base = vec![
-            req(labels::INSTANCE_TYPE, Operator::In, &["Standard_D4s_v5", "Standard_D4as_v5"]),
+            req(
+                labels::INSTANCE_TYPE,
+                Operator::In,
+                &["Standard_D4s_v5", "Standard_D4as_v5"],
+            ),
             req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
         ];
         let (it, o) = pick(&base, &types).expect("offering");
         assert_eq!(it.name, "Standard_D4as_v5");
         assert_eq!(o.capacity_type, "on-demand");
         let mut regional = base.clone();
-        regional.push(req(catalog::LABEL_PLACEMENT_SCOPE, Operator::In, &["regional"]));
+        regional.push(req(
+            catalog::LABEL_PLACEMENT_SCOPE,
+            Operator::In,
+            &["regional"],
+        ));
         assert_eq!(pick(&regional, &types).expect("regional").1.zone, "0");
         let mut zonal = base.clone();
-        zonal.push(req(catalog::LABEL_PLACEMENT_SCOPE, Operator::In, &["zonal"]));
+        zonal.push(req(
+            catalog::LABEL_PLACEMENT_SCOPE,
+            Operator::In,
+            &["zonal"],
+        ));
         assert_ne!(pick(&zonal, &types).expect("zonal").1.zone, "0");
-        let gpu = vec![req(catalog::LABEL_SKU_GPU_NAME, Operator::In, &["A100"]), req(catalog::LABEL_SKU_CPU, Operator::Lt, &["30"])];
-        assert_eq!(pick(&gpu, &types).expect("gpu").0.name, "Standard_NC24ads_A100_v4");
-        let none = vec![req(labels::INSTANCE_TYPE, Operator::In, &["Standard_B2s"]), req(labels::CAPACITY_TYPE, Operator::In, &["spot"])];
+        let gpu = vec![
+            req(catalog::LABEL_SKU_GPU_NAME, Operator::In, &["A100"]),
+            req(catalog::LABEL_SKU_CPU, Operator::Lt, &["30"]),
+        ];
+        assert_eq!(
+            pick(&gpu, &types).expect("gpu").0.name,
+            "Standard_NC24ads_A100_v4"
+        );
+        let none = vec![
+            req(labels::INSTANCE_TYPE, Operator::In, &["Standard_B2s"]),
+            req(labels::CAPACITY_TYPE, Operator::In, &["spot"]),
+        ];
         assert!(pick(&none, &types).is_none());
     }
 
     #[test]
     fn vm_bodies_and_instances() {
-        let sku = parse_skus(SKUS_CSV).into_iter().find(|s| s.name == "Standard_D4s_v5").expect("sku");
+        let sku = parse_skus(SKUS_CSV)
+            .into_iter()
+            .find(|s| s.name == "Standard_D4s_v5")
+            .expect("sku");
         let tags = json!({TAG_NODEPOOL: "default", TAG_NODECLAIM: "default-x", TAG_CLUSTER: "aks", TAG_BILLING: "linux"});
         let body = vm_body(&VmRequest {
             location: "westus3",
@@ -351,7 +454,10 @@ mod tests {
         assert_eq!(body["properties"]["priority"], "Spot");
         assert_eq!(body["properties"]["evictionPolicy"], "Delete");
         assert_eq!(body["properties"]["billingProfile"]["maxPrice"], -1);
-        assert_eq!(body["properties"]["storageProfile"]["osDisk"]["deleteOption"], "Delete");
+        assert_eq!(
+            body["properties"]["storageProfile"]["osDisk"]["deleteOption"],
+            "Delete"
+        );
 
         let mut vm = body.clone();
         vm["name"] = json!("aks-default-x");

@@ -1,0 +1,547 @@
+//! The real Azure plugin (target/plugins/azure.wasm, `make plugins`) in the
+//! host's runtime against the emulator: create, idempotency, get, list,
+//! delete, capacity failures and the examples through `simulate`.
+//!
+//! With `AZURE_EMULATOR_CLUSTER=NAME` (a cluster from `tests/cluster/up NAME`)
+//! the emulator registers each VM's Node there and the test checks it.
+
+use azure_emulator::{Emulator, Injection, Kube, Options, Quota};
+use karpenter::plugins::bindings::v0_1_0::karpenter::provider::tokens::AccessToken;
+use karpenter::plugins::capabilities::cluster::ClusterView;
+use karpenter::plugins::capabilities::tokens::{TokenFuture, TokenSource};
+use karpenter::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+const SUB: &str = "00000000-0000-0000-0000-000000000001";
+const RG: &str = "MC_rg_aks_westus3";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+fn wasm() -> Vec<u8> {
+    std::fs::read(root().join("target/plugins/azure.wasm"))
+        .expect("target/plugins/azure.wasm: run `make plugins` first")
+}
+
+/// Workload identity against the emulator's token endpoint.
+struct EmulatorTokens(String);
+
+impl TokenSource for EmulatorTokens {
+    fn token<'a>(&'a self, scopes: &'a [String]) -> TokenFuture<'a> {
+        Box::pin(async move {
+            let form = format!(
+                "client_id=c&grant_type=client_credentials&client_assertion=jwt&scope={}",
+                scopes.join(" ")
+            );
+            let r = reqwest::Client::new()
+                .post(format!("{}/tenant/oauth2/v2.0/token", self.0))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(form)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let v: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+            let token = v["access_token"]
+                .as_str()
+                .ok_or("no access_token")?
+                .to_string();
+            Ok(AccessToken {
+                token,
+                expires_at: u64::MAX / 2,
+            })
+        })
+    }
+}
+
+/// The cluster named by AZURE_EMULATOR_CLUSTER, if it is up.
+fn cluster() -> Option<Kube> {
+    let name = std::env::var("AZURE_EMULATOR_CLUSTER").ok()?;
+    let dir = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into());
+    let env = std::fs::read_to_string(format!("{dir}/karpenter-clusters/{name}/env")).ok()?;
+    let get = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    Some(Kube {
+        endpoint: get("CLUSTER_ENDPOINT")?,
+        ca_pem: std::fs::read(get("CLUSTER_CA_FILE")?).ok()?,
+        token: std::fs::read_to_string(get("CLUSTER_TOKEN_FILE")?)
+            .ok()?
+            .trim()
+            .to_string(),
+    })
+}
+
+struct Setup {
+    emulator: Arc<Emulator>,
+    plugin: Plugin,
+    kube: Option<Kube>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+async fn setup(quota: Quota) -> Setup {
+    let kube = cluster();
+    if let Some(k) = &kube {
+        eprintln!("VMs register their Nodes at {}", k.endpoint);
+    }
+    let emulator = Emulator::new(Options {
+        location: "westus3".into(),
+        require_auth: true,
+        op_polls: 1,
+        page_size: 1, // every list follows nextLink
+        kube: kube.clone(),
+        quota,
+        injections: vec![],
+    })
+    .expect("emulator");
+    let (addr, server) = emulator.clone().serve(0).await.expect("serve");
+    let base = format!("http://{addr}");
+    let (endpoint, ca) = match &kube {
+        Some(k) => (
+            k.endpoint.clone(),
+            String::from_utf8_lossy(&k.ca_pem).into_owned(),
+        ),
+        None => (
+            "https://127.0.0.1:6443".to_string(),
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".to_string(),
+        ),
+    };
+    let runtime = Runtime::new(RuntimeOptions {
+        tokens: Arc::new(EmulatorTokens(base.clone())),
+        cluster: Arc::new(ClusterView::new("aks", &endpoint, &ca)),
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime");
+    let settings: BTreeMap<String, String> = [
+        ("LOCATION", "westus3"),
+        ("AZURE_SUBSCRIPTION_ID", SUB),
+        ("AZURE_NODE_RESOURCE_GROUP", RG),
+        ("ARM_RESOURCE_GROUP", "rg"),
+        ("VNET_SUBNET_ID", "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/vnet/subnets/aks"),
+        ("KUBELET_BOOTSTRAP_TOKEN", "abcdef.0123456789abcdef"),
+        ("SSH_PUBLIC_KEY", "ssh-ed25519 AAAAtest"),
+        ("ARM_ENDPOINT", &base),
+        ("PRICES_ENDPOINT", &base),
+        ("CLUSTER_NAME", "aks"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let config = PluginConfig {
+        allowed_hosts: vec![base.clone()],
+        settings,
+        tokens: true,
+        ..PluginConfig::default()
+    };
+    let plugin = runtime
+        .load("azure", &wasm(), config)
+        .await
+        .expect("plugin loads");
+    Setup {
+        emulator,
+        plugin,
+        kube,
+        _server: server,
+    }
+}
+
+fn class() -> wit::NodeClass {
+    wit::NodeClass {
+        name: "azure".into(),
+        generation: 1,
+        json: r#"{"apiVersion":"karpenter.azure.com/v1beta1","kind":"AKSNodeClass","metadata":{"name":"azure"},"spec":{"imageFamily":"Ubuntu"}}"#.into(),
+    }
+}
+
+fn pool() -> wit::NodePool {
+    wit::NodePool {
+        name: "default".into(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![],
+        node_class_ref: wit::NodeClassRef {
+            group: "karpenter.azure.com".into(),
+            kind: "AKSNodeClass".into(),
+            name: "azure".into(),
+        },
+    }
+}
+
+fn req(key: &str, values: &[&str]) -> wit::Requirement {
+    wit::Requirement {
+        key: key.into(),
+        operator: wit::Operator::In,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
+
+fn claim(name: &str, reqs: Vec<wit::Requirement>) -> wit::NodeClaim {
+    wit::NodeClaim {
+        name: name.into(),
+        node_pool: "default".into(),
+        labels: vec![("team".into(), "a".into())],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: reqs,
+        resource_requests: vec![("cpu".into(), "1".into())],
+        node_class_ref: pool().node_class_ref,
+        provider_id: None,
+        image_id: None,
+        kubelet_version: None,
+    }
+}
+
+async fn node(kube: &Kube, name: &str) -> Option<serde_json::Value> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&kube.ca_pem).ok()?)
+        .build()
+        .ok()?;
+    let r = client
+        .get(format!("{}/api/v1/nodes/{name}", kube.endpoint))
+        .bearer_auth(&kube.token)
+        .send()
+        .await
+        .ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    r.json().await.ok()
+}
+
+#[tokio::test]
+async fn create_get_list_delete() {
+    let s = setup(Quota::default()).await;
+    let status = s
+        .plugin
+        .validate_node_class(&class())
+        .await
+        .expect("validates");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert!(
+        matches!(ready.status, wit::ConditionStatus::True),
+        "{:?}",
+        status.conditions
+    );
+    assert!(
+        status.resolved.contains("\"kubernetesVersion\":\"1.34.2\""),
+        "{}",
+        status.resolved
+    );
+
+    let cold = Instant::now();
+    let types = s
+        .plugin
+        .get_instance_types(&pool(), &class())
+        .await
+        .expect("instance types");
+    let cold = cold.elapsed();
+    let warm = Instant::now();
+    let again = s
+        .plugin
+        .get_instance_types(&pool(), &class())
+        .await
+        .expect("instance types");
+    let warm = warm.elapsed();
+    eprintln!(
+        "get-instance-types: {} types, cold {cold:?} (SKU and price refresh from the emulator), warm {warm:?}",
+        types.len()
+    );
+    assert_eq!(types.len(), again.len());
+    assert!(types.iter().any(|t| t.name == "Standard_NC24ads_A100_v4"));
+    // The SKU list came from the emulator's Resource SKUs API.
+    assert!(
+        s.emulator
+            .requests()
+            .iter()
+            .any(|r| r.contains("/providers/Microsoft.Compute/skus")),
+        "{:?}",
+        s.emulator.requests()
+    );
+
+    let reqs = vec![
+        req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5", "Standard_D4s_v5"],
+        ),
+        req("karpenter.sh/capacity-type", &["on-demand"]),
+        req("topology.kubernetes.io/zone", &["westus3-2"]),
+    ];
+    let c = claim("default-abcde", reqs);
+    let i = s.plugin.create(&c, &class()).await.expect("create");
+    assert_eq!(i.instance_type, "Standard_D2s_v5");
+    assert_eq!(i.zone, "westus3-2");
+    assert_eq!(i.capacity_type, "on-demand");
+    assert_eq!(
+        i.provider_id,
+        format!(
+            "azure:///subscriptions/{SUB}/resourceGroups/mc_rg_aks_westus3/providers/Microsoft.Compute/virtualMachines/aks-default-abcde"
+        )
+    );
+    assert_eq!(s.emulator.vms(), ["mc_rg_aks_westus3/aks-default-abcde"]);
+    assert_eq!(s.emulator.nics(), ["mc_rg_aks_westus3/aks-default-abcde"]);
+
+    // Idempotent by NodeClaim name.
+    let again = s.plugin.create(&c, &class()).await.expect("create again");
+    assert_eq!(again.provider_id, i.provider_id);
+    assert_eq!(s.emulator.vms().len(), 1);
+
+    let got = s.plugin.get(&i.provider_id).await.expect("get");
+    assert_eq!(got.node_claim, "default-abcde");
+    assert!(matches!(got.state, wit::InstanceState::Running));
+    let c2 = claim(
+        "default-fghij",
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5"],
+        )],
+    );
+    s.plugin.create(&c2, &class()).await.expect("second create");
+    let listed = s.plugin.list().await.expect("list");
+    let mut names: Vec<_> = listed.iter().map(|i| i.node_claim.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["default-abcde", "default-fghij"]);
+
+    if let Some(kube) = &s.kube {
+        let n = node(kube, "aks-default-abcde")
+            .await
+            .expect("the Node registered");
+        assert_eq!(n["spec"]["providerID"], i.provider_id.as_str());
+        assert_eq!(n["metadata"]["labels"]["team"], "a");
+        assert_eq!(
+            n["metadata"]["labels"]["karpenter.azure.com/sku-name"],
+            "Standard_D2s_v5"
+        );
+        assert_eq!(n["status"]["allocatable"]["cpu"], "1900m"); // 2000m - 100m
+        let taints = n["spec"]["taints"].to_string();
+        assert!(taints.contains("karpenter.sh/unregistered"), "{taints}");
+    }
+
+    let mut with_id = c.clone();
+    with_id.provider_id = Some(i.provider_id.clone());
+    s.plugin.delete(&with_id).await.expect("delete");
+    assert_eq!(s.emulator.vms(), ["mc_rg_aks_westus3/aks-default-fghij"]);
+    assert_eq!(s.emulator.nics(), ["mc_rg_aks_westus3/aks-default-fghij"]);
+    let gone = s.plugin.delete(&with_id).await.expect_err("gone");
+    assert!(
+        matches!(gone.provider_error(), Some(wit::Error::NotFound(_))),
+        "{gone}"
+    );
+    let gone = s.plugin.get(&i.provider_id).await.expect_err("gone");
+    assert!(
+        matches!(gone.provider_error(), Some(wit::Error::NotFound(_))),
+        "{gone}"
+    );
+    if let Some(kube) = &s.kube {
+        assert!(
+            node(kube, "aks-default-abcde").await.is_none(),
+            "the Node went with the VM"
+        );
+        s.plugin.delete(&c2).await.expect("delete the second");
+    }
+}
+
+#[tokio::test]
+async fn zonal_allocation_failure_marks_the_offering_unavailable() {
+    let s = setup(Quota::default()).await;
+    s.emulator
+        .inject(Injection::parse("ZonalAllocationFailed:1").expect("injection"));
+    let reqs = vec![
+        req("node.kubernetes.io/instance-type", &["Standard_D4s_v5"]),
+        req("karpenter.sh/capacity-type", &["on-demand"]),
+        req("karpenter.azure.com/placement-scope", &["zonal"]),
+    ];
+    // westus3-1 is the cheapest-first tie winner among equal zonal prices.
+    let err = s
+        .plugin
+        .create(&claim("default-zonal", reqs.clone()), &class())
+        .await
+        .expect_err("no capacity");
+    let Some(wit::Error::InsufficientCapacity(ic)) = err.provider_error() else {
+        panic!("{err}")
+    };
+    assert_eq!(ic.offerings.len(), 1, "{:?}", ic.offerings);
+    assert_eq!(
+        (
+            ic.offerings[0].instance_type.as_str(),
+            ic.offerings[0].zone.as_str()
+        ),
+        ("Standard_D4s_v5", "westus3-1")
+    );
+    assert!(
+        ic.message.contains("ZonalAllocationFailed"),
+        "{}",
+        ic.message
+    );
+    assert!(
+        s.emulator.vms().is_empty() && s.emulator.nics().is_empty(),
+        "nothing left behind"
+    );
+
+    let types = s
+        .plugin
+        .get_instance_types(&pool(), &class())
+        .await
+        .expect("types");
+    let d4 = types
+        .iter()
+        .find(|t| t.name == "Standard_D4s_v5")
+        .expect("d4");
+    for o in &d4.offerings {
+        let expect = !(o.zone == "westus3-1" && o.capacity_type == "on-demand");
+        assert_eq!(o.available, expect, "{} {}", o.zone, o.capacity_type);
+    }
+    // The next launch picks another zone.
+    let i = s
+        .plugin
+        .create(&claim("default-zonal2", reqs), &class())
+        .await
+        .expect("create elsewhere");
+    assert_ne!(i.zone, "westus3-1");
+    assert_ne!(i.zone, "0");
+}
+
+#[tokio::test]
+async fn spot_quota_marks_every_spot_offering() {
+    let s = setup(Quota {
+        low_priority_cores: Some(0),
+        ..Quota::default()
+    })
+    .await;
+    let reqs = vec![
+        req("node.kubernetes.io/instance-type", &["Standard_D4s_v5"]),
+        req("karpenter.sh/capacity-type", &["spot"]),
+    ];
+    let err = s
+        .plugin
+        .create(&claim("default-spot", reqs), &class())
+        .await
+        .expect_err("over quota");
+    let Some(wit::Error::InsufficientCapacity(ic)) = err.provider_error() else {
+        panic!("{err}")
+    };
+    assert!(
+        ic.offerings.len() > 100 && ic.offerings.iter().all(|o| o.capacity_type == "spot"),
+        "{}",
+        ic.offerings.len()
+    );
+    let types = s
+        .plugin
+        .get_instance_types(&pool(), &class())
+        .await
+        .expect("types");
+    for t in &types {
+        for o in &t.offerings {
+            assert_eq!(
+                o.available,
+                o.capacity_type == "on-demand",
+                "{} {} {}",
+                t.name,
+                o.zone,
+                o.capacity_type
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn family_quota_marks_the_family() {
+    let s = setup(Quota {
+        family_cores: [("standardDSv5Family".to_string(), 2)].into(),
+        ..Quota::default()
+    })
+    .await;
+    let reqs = vec![
+        req("node.kubernetes.io/instance-type", &["Standard_D4s_v5"]),
+        req("karpenter.sh/capacity-type", &["on-demand"]),
+    ];
+    let err = s
+        .plugin
+        .create(&claim("default-family", reqs), &class())
+        .await
+        .expect_err("over quota");
+    let Some(wit::Error::InsufficientCapacity(ic)) = err.provider_error() else {
+        panic!("{err}")
+    };
+    assert!(
+        ic.offerings
+            .iter()
+            .all(|o| o.instance_type.ends_with("s_v5")
+                && o.instance_type.starts_with("Standard_D")
+                && o.capacity_type == "on-demand")
+    );
+    assert_eq!(ic.offerings.len(), 8 * 4);
+}
+
+#[tokio::test]
+async fn examples_place_cpu_pods_on_d_family_and_the_gpu_pod_on_the_gpu_sku() {
+    use karpenter::simulate::{self, manifests::Manifests};
+    // A plugin directory with only the azure plugin and no configuration:
+    // the embedded catalog answers.
+    let dir = std::env::temp_dir().join(format!("azure-simulate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("azure.wasm"), wasm()).expect("copy plugin");
+    let registry = karpenter::plugins::Registry::open(
+        Runtime::new(RuntimeOptions::default()).expect("runtime"),
+        cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority()).expect("open"),
+    )
+    .await
+    .expect("registry");
+    let mut m = Manifests::default();
+    for f in [
+        "nodeclass.yaml",
+        "cpu_nodepool.yaml",
+        "gpu_nodepool.yaml",
+        "cpu_deployment.yaml",
+        "gpu_deployment.yaml",
+    ] {
+        let text = std::fs::read_to_string(root().join("examples/azure").join(f)).expect("example");
+        m.add_yaml(f, &text).expect("parses");
+    }
+    let sim = simulate::run(&m, &registry).await.expect("simulates");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        sim.plan.unschedulable.is_empty(),
+        "{:?}",
+        sim.plan.unschedulable
+    );
+    assert_eq!(sim.pod_count, 4);
+    let mut cpu = 0;
+    let mut gpu = 0;
+    for claim in &sim.plan.new_node_claims {
+        let cheapest = claim.cheapest.as_ref().expect("an offering");
+        match claim.node_pool.as_str() {
+            "azure-cpu-nodepool" => {
+                assert!(
+                    cheapest.instance_type.starts_with("Standard_D"),
+                    "{}",
+                    cheapest.instance_type
+                );
+                assert!(
+                    sim.plan
+                        .instance_type_names(claim)
+                        .all(|t| t.starts_with("Standard_D"))
+                );
+                cpu += claim.pods.len();
+            }
+            "azure-gpu-nodepool" => {
+                assert_eq!(cheapest.instance_type, "Standard_NC24ads_A100_v4");
+                gpu += claim.pods.len();
+            }
+            other => panic!("unexpected pool {other}"),
+        }
+    }
+    assert_eq!((cpu, gpu), (3, 1));
+}
