@@ -108,6 +108,6 @@ mod tests {
             "{err}"
         );
         let err = PluginConfig::from_yaml("allowedHosts: [\"*\"]").expect_err("bare wildcard");
-        assert!(err.to_string().contains("bare"), "{err}");
+        assert!(format!("{err:#}").contains("bare"), "{err:#}");
     }
 }

@@ -77,3 +77,71 @@ impl PluginMetrics {
         }
     }
 }
+
+/// The calls of the contract, whose metric handles are resolved up front.
+pub const CALLS: [&str; 9] = [
+    "metadata",
+    "validate-node-class",
+    "get-instance-types",
+    "create",
+    "delete",
+    "get",
+    "list-instances",
+    "is-drifted",
+    "repair-policies",
+];
+
+/// One plugin's handles, resolved once so a successful call costs two atomic
+/// updates instead of label allocations and map lookups.
+pub struct CallMetrics {
+    plugin: String,
+    metrics: std::sync::Arc<PluginMetrics>,
+    handles: Vec<(&'static str, Counter, Histogram)>,
+}
+
+impl CallMetrics {
+    pub fn new(metrics: std::sync::Arc<PluginMetrics>, plugin: &str) -> Self {
+        let handles = CALLS
+            .iter()
+            .map(|call| {
+                let labels = CallLabels {
+                    plugin: plugin.to_string(),
+                    call: call.to_string(),
+                };
+                (
+                    *call,
+                    metrics.calls.get_or_create(&labels).clone(),
+                    metrics.duration.get_or_create(&labels).clone(),
+                )
+            })
+            .collect();
+        CallMetrics {
+            plugin: plugin.to_string(),
+            metrics,
+            handles,
+        }
+    }
+
+    pub fn observe(&self, call: &'static str, elapsed: Duration, error: Option<&str>) {
+        match self.handles.iter().find(|(c, _, _)| *c == call) {
+            Some((_, count, duration)) => {
+                count.inc();
+                duration.observe(elapsed.as_secs_f64());
+                if let Some(kind) = error {
+                    self.error(call, kind);
+                }
+            }
+            None => self.metrics.observe(&self.plugin, call, elapsed, error),
+        }
+    }
+
+    /// Counts a failed call of this kind (a trap, a timeout, a typed error).
+    pub fn error(&self, call: &str, kind: &str) {
+        let labels = ErrorLabels {
+            plugin: self.plugin.clone(),
+            call: call.to_string(),
+            kind: kind.to_string(),
+        };
+        self.metrics.errors.get_or_create(&labels).inc();
+    }
+}

@@ -10,6 +10,7 @@ use super::bindings::v0_1_0::{ProviderPlugin, ProviderPluginPre};
 use super::bindings::wit;
 use super::capabilities::Capabilities;
 use super::http::PluginHttp;
+use super::metrics::CallMetrics;
 use super::runtime::{Runtime, TICK};
 use super::state::State;
 use super::validate;
@@ -80,6 +81,7 @@ pub struct Plugin {
     caps: Capabilities,
     runtime: Arc<Runtime>,
     warm: Mutex<Vec<Warm>>,
+    metrics: CallMetrics,
 }
 
 impl Plugin {
@@ -92,6 +94,7 @@ impl Plugin {
         contract_version: String,
     ) -> anyhow::Result<Self> {
         let pre = ProviderPluginPre::new(runtime.linker.instantiate_pre(&component)?)?;
+        let metrics = CallMetrics::new(runtime.metrics.clone(), &caps.plugin);
         let mut plugin = Plugin {
             name: caps.plugin.to_string(),
             sha256,
@@ -107,6 +110,7 @@ impl Plugin {
             caps,
             runtime,
             warm: Mutex::new(Vec::new()),
+            metrics,
         };
         let metadata = plugin
             .call("metadata", async |s, b| {
@@ -177,12 +181,8 @@ impl Plugin {
         let mut warm = match pooled {
             Some(w) => w,
             None => self.instantiate().await.map_err(|e| {
-                self.runtime.metrics.observe(
-                    &self.name,
-                    call,
-                    start.elapsed(),
-                    Some("instantiate"),
-                );
+                self.metrics
+                    .observe(call, start.elapsed(), Some("instantiate"));
                 failed(format!("cannot instantiate: {e:#}"))
             })?,
         };
@@ -194,9 +194,7 @@ impl Plugin {
         let elapsed = start.elapsed();
         match outcome {
             Ok(Ok(value)) => {
-                self.runtime
-                    .metrics
-                    .observe(&self.name, call, elapsed, None);
+                self.metrics.observe(call, elapsed, None);
                 let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
                 if pool.len() < MAX_WARM {
                     pool.push(warm);
@@ -204,17 +202,13 @@ impl Plugin {
                 Ok(value)
             }
             Ok(Err(trap)) => {
-                self.runtime
-                    .metrics
-                    .observe(&self.name, call, elapsed, Some("trap"));
+                self.metrics.observe(call, elapsed, Some("trap"));
                 let message = trap_message(&trap);
                 tracing::warn!(plugin = %self.name, call, error = %message, "plugin call failed; its instance is discarded");
                 Err(failed(message))
             }
             Err(_) => {
-                self.runtime
-                    .metrics
-                    .observe(&self.name, call, elapsed, Some("timeout"));
+                self.metrics.observe(call, elapsed, Some("timeout"));
                 Err(failed(format!(
                     "did not finish within {} s",
                     self.caps.config.call_timeout_seconds
@@ -233,12 +227,7 @@ impl Plugin {
                 wit::Error::CreateError(_) => "create-error",
                 wit::Error::Other(_) => "other",
             };
-            let labels = super::metrics::ErrorLabels {
-                plugin: self.name.clone(),
-                call: call.to_string(),
-                kind: kind.to_string(),
-            };
-            self.runtime.metrics.errors.get_or_create(&labels).inc();
+            self.metrics.error(call, kind);
             CallError::Provider {
                 plugin: self.name.clone(),
                 call,

@@ -118,17 +118,17 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
         );
     }
     let capacity = resources(&it.capacity).context("capacity")?;
-    let mut overhead = resources(&it.overhead.kube_reserved).context("kube-reserved")?;
-    for (k, v) in resources(&it.overhead.system_reserved)
-        .context("system-reserved")?
-        .into_iter()
-        .chain(resources(&it.overhead.eviction_threshold).context("eviction-threshold")?)
-    {
-        *overhead.entry(k).or_insert(0) += v;
-    }
+    let kube = resources(&it.overhead.kube_reserved).context("kube-reserved")?;
+    let system = resources(&it.overhead.system_reserved).context("system-reserved")?;
+    let eviction = resources(&it.overhead.eviction_threshold).context("eviction-threshold")?;
     for resource in ["cpu", "memory", "pods"] {
-        let cap = capacity.get(resource).copied().unwrap_or(0);
-        let reserved = overhead.get(resource).copied().unwrap_or(0);
+        let get = |list: &[(&str, i64)]| {
+            list.iter()
+                .find(|(k, _)| *k == resource)
+                .map_or(0, |(_, v)| *v)
+        };
+        let cap = get(&capacity);
+        let reserved = get(&kube) + get(&system) + get(&eviction);
         ensure!(
             cap - reserved > 0,
             "allocatable {resource} is not positive (capacity {cap}, overhead {reserved})"
@@ -137,16 +137,18 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn resources(list: &[(String, String)]) -> anyhow::Result<std::collections::BTreeMap<String, i64>> {
-    let mut out = std::collections::BTreeMap::new();
+/// Parses a resource list; lists are a handful of entries, so no map.
+fn resources(list: &[(String, String)]) -> anyhow::Result<Vec<(&str, i64)>> {
+    let mut out: Vec<(&str, i64)> = Vec::with_capacity(list.len());
     for (name, q) in list {
         let v = parse_resource(name, q).with_context(|| format!("resource {name}"))?;
         if v < 0 {
             bail!("resource {name} is negative ({q})");
         }
-        if out.insert(name.clone(), v).is_some() {
+        if out.iter().any(|(k, _)| k == name) {
             bail!("resource {name} appears twice");
         }
+        out.push((name, v));
     }
     Ok(out)
 }
