@@ -24,7 +24,7 @@ pub struct Arm {
 impl Arm {
     pub fn new(s: &Settings) -> Result<Arm, Error> {
         let token = if s.auth {
-            let t = tokens::get_token(&[s.arm_scope.clone()])
+            let t = tokens::get_token(std::slice::from_ref(&s.arm_scope))
                 .map_err(|e| retryable(format!("ARM token: {e}")))?;
             Some(t.token)
         } else {

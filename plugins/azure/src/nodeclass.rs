@@ -175,10 +175,9 @@ pub fn drift(
     if let (Some(kv), Some(want)) = (
         kubelet_version,
         status.get("kubernetesVersion").and_then(Value::as_str),
-    ) {
-        if kv.trim_start_matches('v') != want.trim_start_matches('v') {
-            return Some("KubernetesVersionDrift");
-        }
+    ) && kv.trim_start_matches('v') != want.trim_start_matches('v')
+    {
+        return Some("KubernetesVersionDrift");
     }
     if let (Some(id), Some(images)) = (image_id, status.get("images").and_then(Value::as_array))
         && !id.is_empty()
