@@ -25,11 +25,12 @@ pub fn catalog(s: &Settings) -> (Vec<Sku>, Prices) {
     .map(|t| catalog::parse_skus(&t))
     .filter(|k| !k.is_empty())
     .unwrap_or_else(|| catalog::embedded_skus(region));
-    let prices = cached(
-        &format!("catalog/prices/{region}"),
-        s.catalog_refresh,
-        || fetch_prices(s).map(|p| p.render()),
-    )
+    // Prices are public, but only a plugin configured for a subscription
+    // (so not an offline `simulate`) reaches out for them.
+    let live_prices = s.catalog_refresh && s.subscription.is_some();
+    let prices = cached(&format!("catalog/prices/{region}"), live_prices, || {
+        fetch_prices(s).map(|p| p.render())
+    })
     .map(|t| Prices::parse(&t))
     .filter(|p| !p.on_demand.is_empty())
     .unwrap_or_else(|| Prices::embedded(region));
