@@ -32,7 +32,7 @@ pub fn gib(n: u64) -> String {
 
 /// Milli-CPU as a quantity string.
 pub fn millis(n: u64) -> String {
-    if n % 1000 == 0 {
+    if n.is_multiple_of(1000) {
         format!("{}", n / 1000)
     } else {
         format!("{n}m")

@@ -11,9 +11,12 @@ use std::time::{Duration, Instant};
 const MAX_ENTRIES: usize = 100_000;
 const MAX_VALUE_BYTES: usize = 1 << 20;
 
+/// A value and when it expires (never, for None).
+type Entry = (Vec<u8>, Option<Instant>);
+
 #[derive(Default)]
 pub struct KvCache {
-    entries: Mutex<BTreeMap<String, (Vec<u8>, Option<Instant>)>>,
+    entries: Mutex<BTreeMap<String, Entry>>,
 }
 
 impl KvCache {

@@ -18,13 +18,7 @@ impl Host for State {
     }
 
     async fn get_secret(&mut self, name: String) -> Result<Vec<u8>, String> {
-        if !self
-            .caps
-            .config
-            .secrets
-            .iter()
-            .any(|granted| *granted == name)
-        {
+        if !self.caps.config.secrets.contains(&name) {
             tracing::warn!(plugin = %self.caps.plugin, secret = %name, "secret denied: not granted to this plugin");
             return Err(format!(
                 "secret {name:?} is not granted to plugin {}",

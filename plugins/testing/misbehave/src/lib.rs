@@ -2,11 +2,13 @@
 //! calls it at load); `get-instance-types` does what the MODE setting says:
 //!
 //! - `read-file`: reads /etc/hostname; `read-env`: reads HOME; `socket`: opens
-//!   a TCP connection; `http-denied`: calls a host not on the allow-list —
-//!   each reports what it got as an error message;
+//!   a TCP connection; `http-denied`: calls a host not on the allow-list;
+//!   `fetch`: GETs the URL setting — each reports what it got as an error
+//!   message;
 //! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
 //! - `garbage`: returns an instance type with a NaN price and a bad quantity;
 //! - anything else: one valid instance type.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use karpenter_plugin_sdk::http::Request;
 use karpenter_plugin_sdk::prelude::*;
@@ -53,6 +55,13 @@ impl Guest for Misbehave {
                 Ok(r) => Ok(vec![one(r.status as f64)]),
                 Err(e) => Err(fatal(e.to_string())),
             },
+            "fetch" => {
+                let url = config::get_setting("URL").unwrap_or_default();
+                match Request::get(url).send() {
+                    Ok(r) => Err(fatal(format!("fetched {} {}", r.status, r.text()))),
+                    Err(e) => Err(fatal(e.to_string())),
+                }
+            }
             "loop" => {
                 let mut i: u64 = 0;
                 loop {
@@ -129,4 +138,6 @@ fn one(price: f64) -> InstanceType {
     }
 }
 
+// Natively (unit tests) there is no component to export into.
+#[cfg(target_arch = "wasm32")]
 karpenter_plugin_sdk::export!(Misbehave);
