@@ -1,0 +1,187 @@
+//! The kwok provider against a real API server: instances are Nodes that
+//! kwok makes Ready. Needs a cluster from `tests/cluster/up NAME` and
+//! `KARPENTER_TEST_CLUSTER=NAME`; `.ci/run` does both and runs the ignored
+//! tests.
+
+mod common;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use karpenter::plugins::capabilities::cluster::ClusterView;
+use karpenter::plugins::capabilities::secrets::SecretStore;
+use karpenter::plugins::{PluginConfig, RuntimeOptions, wit};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Cluster {
+    endpoint: String,
+    ca: String,
+    token: String,
+}
+
+fn cluster() -> Cluster {
+    let name = std::env::var("KARPENTER_TEST_CLUSTER")
+        .expect("set KARPENTER_TEST_CLUSTER to a cluster from tests/cluster/up");
+    let root = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into());
+    let env_file = format!("{root}/karpenter-clusters/{name}/env");
+    let text = std::fs::read_to_string(&env_file).unwrap_or_else(|e| panic!("{env_file}: {e}"));
+    let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    let read = |k: &str| std::fs::read_to_string(vars[k]).unwrap_or_else(|e| panic!("{k}: {e}"));
+    Cluster {
+        endpoint: vars["CLUSTER_ENDPOINT"].to_string(),
+        ca: read("CLUSTER_CA_FILE"),
+        token: read("CLUSTER_TOKEN_FILE").trim().to_string(),
+    }
+}
+
+fn claim(name: &str) -> wit::NodeClaim {
+    let req = |key: &str, values: &[&str]| wit::Requirement {
+        key: key.into(),
+        operator: wit::Operator::In,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    };
+    wit::NodeClaim {
+        name: name.into(),
+        node_pool: "default".into(),
+        labels: vec![("team".into(), "e2e".into())],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![
+            req("kubernetes.io/arch", &["arm64"]),
+            req("kubernetes.io/os", &["linux"]),
+            req("karpenter.sh/capacity-type", &["on-demand"]),
+            req(
+                "node.kubernetes.io/instance-type",
+                &["m-2x-arm64-linux", "m-4x-arm64-linux"],
+            ),
+        ],
+        resource_requests: vec![("cpu".into(), "1".into())],
+        node_class_ref: wit::NodeClassRef {
+            group: "karpenter.kwok.sh".into(),
+            kind: "KWOKNodeClass".into(),
+            name: "default".into(),
+        },
+        provider_id: None,
+        image_id: None,
+        kubelet_version: None,
+    }
+}
+
+async fn node_ready(c: &Cluster, name: &str) -> Option<bool> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(c.ca.as_bytes()).expect("ca"))
+        .build()
+        .expect("client");
+    let r = client
+        .get(format!("{}/api/v1/nodes/{name}", c.endpoint))
+        .bearer_auth(&c.token)
+        .send()
+        .await
+        .ok()?;
+    if r.status() == 404 {
+        return None;
+    }
+    let node: serde_json::Value = r.json().await.ok()?;
+    Some(
+        node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn kwok_instances_are_nodes_that_become_ready() {
+    let c = cluster();
+    let secrets = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(secrets.path().join("kube")).expect("mkdir");
+    std::fs::write(secrets.path().join("kube/token"), &c.token).expect("token");
+    let runtime = common::runtime_with(RuntimeOptions {
+        secrets: SecretStore::new(
+            Dir::open_ambient_dir(secrets.path(), ambient_authority()).expect("dir"),
+        ),
+        cluster: Arc::new(ClusterView::new("e2e", &c.endpoint, &c.ca)),
+        extra_roots: vec![c.ca.clone().into_bytes()],
+        ..RuntimeOptions::default()
+    });
+    let config = PluginConfig {
+        allowed_hosts: vec![c.endpoint.clone()],
+        secrets: vec!["kube/token".into()],
+        ..PluginConfig::default()
+    };
+    let plugin = runtime
+        .load("kwok", &common::plugin_wasm("kwok"), config)
+        .await
+        .expect("loads");
+    let class = wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: "{}".into(),
+    };
+    let name = format!("kwok-e2e-{}", std::process::id());
+
+    let created = plugin.create(&claim(&name), &class).await.expect("create");
+    assert_eq!(created.provider_id, format!("kwok://{name}"));
+    assert_eq!(
+        created.instance_type, "m-2x-arm64-linux",
+        "the cheapest allowed type"
+    );
+    assert_eq!(created.capacity_type, "on-demand");
+    assert!(created.labels.contains(&("team".into(), "e2e".into())));
+    // A retry after a crash returns the same instance, not a second one.
+    let again = plugin
+        .create(&claim(&name), &class)
+        .await
+        .expect("create again");
+    assert_eq!(again.provider_id, created.provider_id);
+    assert_eq!(
+        plugin
+            .list()
+            .await
+            .expect("list")
+            .iter()
+            .filter(|i| i.node_claim == name)
+            .count(),
+        1
+    );
+    assert_eq!(
+        plugin
+            .get(&created.provider_id)
+            .await
+            .expect("get")
+            .instance_type,
+        "m-2x-arm64-linux"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node_ready(&c, &name).await != Some(true) {
+        assert!(
+            Instant::now() < deadline,
+            "node {name} did not become Ready"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let stub = wit::NodeClaim {
+        provider_id: Some(created.provider_id.clone()),
+        ..claim(&name)
+    };
+    plugin.delete(&stub).await.expect("delete");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match plugin.delete(&stub).await {
+            Err(e) if matches!(e.provider_error(), Some(wit::Error::NotFound(_))) => break,
+            other => assert!(Instant::now() < deadline, "still there: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let err = plugin.get(&created.provider_id).await.expect_err("gone");
+    assert!(
+        matches!(err.provider_error(), Some(wit::Error::NotFound(_))),
+        "{err}"
+    );
+}
