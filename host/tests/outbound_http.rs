@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use karpenter::plugins::objects;
 use karpenter::plugins::{PluginConfig, wit};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -54,19 +55,14 @@ async fn fetch(url: &str, tune: impl FnOnce(&mut PluginConfig)) -> String {
         .load("fetch", &common::plugin_wasm("misbehave"), config)
         .await
         .expect("loads");
-    let pool = wit::NodePool {
-        name: "p".into(),
-        labels: vec![],
-        annotations: vec![],
-        taints: vec![],
-        startup_taints: vec![],
-        requirements: vec![],
-        node_class_ref: wit::NodeClassRef {
+    let pool = objects::bare_node_pool(
+        "p",
+        wit::NodeClassRef {
             group: "g".into(),
             kind: "k".into(),
             name: "n".into(),
         },
-    };
+    );
     let class = wit::NodeClass {
         name: "n".into(),
         generation: 1,

@@ -4,25 +4,21 @@
 
 mod common;
 
+use karpenter::plugins::objects;
 use karpenter::plugins::{CallError, Plugin, PluginConfig, Runtime, wit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn pool() -> wit::NodePool {
-    wit::NodePool {
-        name: "default".into(),
-        labels: vec![],
-        annotations: vec![],
-        taints: vec![],
-        startup_taints: vec![],
-        requirements: vec![],
-        node_class_ref: wit::NodeClassRef {
+    objects::bare_node_pool(
+        "default",
+        wit::NodeClassRef {
             group: "test.karpenter.sh".into(),
             kind: "MisbehaveNodeClass".into(),
             name: "default".into(),
         },
-    }
+    )
 }
 
 fn class() -> wit::NodeClass {

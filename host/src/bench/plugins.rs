@@ -4,6 +4,7 @@
 
 use crate::plugins::capabilities::cluster::ClusterView;
 use crate::plugins::capabilities::secrets::SecretStore;
+use crate::plugins::objects;
 use crate::plugins::{PluginConfig, Runtime, RuntimeOptions, wit};
 use anyhow::Context;
 use cap_std::ambient_authority;
@@ -106,19 +107,14 @@ async fn measure(
     }
     let trivial_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
 
-    let pool = wit::NodePool {
-        name: "default".into(),
-        labels: vec![],
-        annotations: vec![],
-        taints: vec![],
-        startup_taints: vec![],
-        requirements: vec![],
-        node_class_ref: wit::NodeClassRef {
+    let pool = objects::bare_node_pool(
+        "default",
+        wit::NodeClassRef {
             group: "karpenter.kwok.sh".into(),
             kind: "KWOKNodeClass".into(),
             name: "default".into(),
         },
-    };
+    );
     let class = wit::NodeClass {
         name: "default".into(),
         generation: 1,

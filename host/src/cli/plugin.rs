@@ -187,19 +187,14 @@ async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
 
 fn default_pool(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodePool {
     let kind = plugin.metadata.node_classes.first();
-    wit::NodePool {
-        name: "default".into(),
-        labels: vec![],
-        annotations: vec![],
-        taints: vec![],
-        startup_taints: vec![],
-        requirements: vec![],
-        node_class_ref: wit::NodeClassRef {
+    objects::bare_node_pool(
+        "default",
+        wit::NodeClassRef {
             group: kind.map(|k| k.group.clone()).unwrap_or_default(),
             kind: kind.map(|k| k.kind.clone()).unwrap_or_default(),
             name: class.name.clone(),
         },
-    }
+    )
 }
 
 /// One Kubernetes object from a YAML or JSON file.

@@ -93,3 +93,17 @@ pub fn node_class(object: &serde_json::Value) -> anyhow::Result<wit::NodeClass> 
         json: serde_json::to_string(object)?,
     })
 }
+
+/// A NodePool with nothing but its NodeClass reference: what a plugin sees
+/// when called outside any NodePool (CLI calls, benchmarks, tests).
+pub fn bare_node_pool(name: &str, node_class_ref: wit::NodeClassRef) -> wit::NodePool {
+    wit::NodePool {
+        name: name.to_string(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements: vec![],
+        node_class_ref,
+    }
+}

@@ -163,6 +163,24 @@ fn pod_affinity(
     })
 }
 
+fn affinity_of(a: &core::PodAffinity) -> anyhow::Result<engine::PodAffinity> {
+    pod_affinity(
+        a.required_during_scheduling_ignored_during_execution
+            .as_ref(),
+        a.preferred_during_scheduling_ignored_during_execution
+            .as_ref(),
+    )
+}
+
+fn anti_affinity_of(a: &core::PodAntiAffinity) -> anyhow::Result<engine::PodAffinity> {
+    pod_affinity(
+        a.required_during_scheduling_ignored_during_execution
+            .as_ref(),
+        a.preferred_during_scheduling_ignored_during_execution
+            .as_ref(),
+    )
+}
+
 pub fn tolerations(
     list: Option<&Vec<core::Toleration>>,
 ) -> anyhow::Result<Vec<engine::Toleration>> {
@@ -248,26 +266,12 @@ pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
                 pod_affinity: affinity
                     .pod_affinity
                     .as_ref()
-                    .map(|a| {
-                        pod_affinity(
-                            a.required_during_scheduling_ignored_during_execution
-                                .as_ref(),
-                            a.preferred_during_scheduling_ignored_during_execution
-                                .as_ref(),
-                        )
-                    })
+                    .map(affinity_of)
                     .transpose()?,
                 pod_anti_affinity: affinity
                     .pod_anti_affinity
                     .as_ref()
-                    .map(|a| {
-                        pod_affinity(
-                            a.required_during_scheduling_ignored_during_execution
-                                .as_ref(),
-                            a.preferred_during_scheduling_ignored_during_execution
-                                .as_ref(),
-                        )
-                    })
+                    .map(anti_affinity_of)
                     .transpose()?,
             },
             tolerations: tolerations(spec.tolerations.as_ref())?,
@@ -301,16 +305,7 @@ pub fn bound_pod(p: &core::Pod) -> anyhow::Result<engine::BoundPod> {
         labels: labels(p.metadata.labels.as_ref()),
         requests: requests(&spec)?,
         host_ports: host_ports(&spec),
-        pod_anti_affinity: anti
-            .map(|a| {
-                pod_affinity(
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_ref(),
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_ref(),
-                )
-            })
-            .transpose()?,
+        pod_anti_affinity: anti.map(anti_affinity_of).transpose()?,
     })
 }
 
