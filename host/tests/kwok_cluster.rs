@@ -9,7 +9,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use karpenter::plugins::capabilities::cluster::ClusterView;
 use karpenter::plugins::capabilities::secrets::SecretStore;
-use karpenter::plugins::{PluginConfig, RuntimeOptions, wit};
+use karpenter::plugins::{PluginConfig, RuntimeOptions, objects, wit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,12 +36,7 @@ fn cluster() -> Cluster {
 }
 
 fn claim(name: &str) -> wit::NodeClaim {
-    let req = |key: &str, values: &[&str]| wit::Requirement {
-        key: key.into(),
-        operator: wit::Operator::In,
-        values: values.iter().map(|v| v.to_string()).collect(),
-        min_values: None,
-    };
+    let req = objects::requirement_in;
     wit::NodeClaim {
         name: name.into(),
         node_pool: "default".into(),

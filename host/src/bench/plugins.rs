@@ -157,12 +157,7 @@ async fn measure(
 }
 
 fn claim(name: &str, class: &wit::NodeClassRef) -> wit::NodeClaim {
-    let req = |key: &str, values: &[&str]| wit::Requirement {
-        key: key.into(),
-        operator: wit::Operator::In,
-        values: values.iter().map(|v| v.to_string()).collect(),
-        min_values: None,
-    };
+    let req = objects::requirement_in;
     wit::NodeClaim {
         name: name.into(),
         node_pool: "default".into(),

@@ -107,3 +107,13 @@ pub fn bare_node_pool(name: &str, node_class_ref: wit::NodeClassRef) -> wit::Nod
         node_class_ref,
     }
 }
+
+/// `key In [values]`.
+pub fn requirement_in(key: &str, values: &[&str]) -> wit::Requirement {
+    wit::Requirement {
+        key: key.to_string(),
+        operator: wit::Operator::In,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
