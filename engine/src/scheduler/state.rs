@@ -131,6 +131,24 @@ fn current<'a>(changes: &'a [(u32, ValueSet)], reqs: &'a Reqs, key: u32) -> Opti
         .or_else(|| reqs.get(key))
 }
 
+/// The topology groups a pod of `class` answers to: those it owns (`true`),
+/// then existing pods' anti-affinity groups that select it (`false`).
+fn topology_rules<'a>(
+    p: &'a Prepared<'_>,
+    topo: &'a Topology,
+    class: &'a Class,
+) -> impl Iterator<Item = (u32, bool)> + Clone + 'a {
+    let ls = &p.label_sets[class.label_set as usize];
+    let inverse = ls.counted_in.iter().copied().filter(move |&g| {
+        p.groups[g as usize].kind == GroupKind::AntiAffinity && topo.has_owners(g)
+    });
+    class
+        .owned
+        .iter()
+        .map(|&g| (g, true))
+        .chain(inverse.map(|g| (g, false)))
+}
+
 fn set_change(changes: &mut Vec<(u32, ValueSet)>, key: u32, set: ValueSet) {
     match changes.iter_mut().find(|c| c.0 == key) {
         Some(c) => c.1 = set,
@@ -295,15 +313,7 @@ impl<'p> State<'p> {
         for a in &mut self.allowed {
             a.clear();
         }
-        let inverse = ls.counted_in.iter().copied().filter(|&g| {
-            p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
-        });
-        let rules = class
-            .owned
-            .iter()
-            .map(|&g| (g, true))
-            .chain(inverse.map(|g| (g, false)));
-        for (g, is_owner) in rules {
+        for (g, is_owner) in topology_rules(p, &self.topo, class) {
             let key = p.groups[g as usize].key;
             let Ok(k) = self.topo_keys.binary_search(&key) else {
                 continue;
@@ -505,14 +515,7 @@ impl<'p> State<'p> {
         }
         // Hostname rules first: cheap, and final once broken.
         let ls = &p.label_sets[class.label_set as usize];
-        let inverse = ls.counted_in.iter().copied().filter(|&g| {
-            p.groups[g as usize].kind == GroupKind::AntiAffinity && self.topo.has_owners(g)
-        });
-        let rules = class
-            .owned
-            .iter()
-            .map(|&g| (g, true))
-            .chain(inverse.map(|g| (g, false)));
+        let rules = topology_rules(p, &self.topo, class);
         let mut narrowing = false;
         for (g, is_owner) in rules.clone() {
             let group = &p.groups[g as usize];

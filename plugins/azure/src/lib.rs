@@ -204,16 +204,8 @@ impl Guest for Azure {
         let token = s.require("KUBELET_BOOTSTRAP_TOKEN", &s.bootstrap_token)?;
         let arm = Arm::new(&s)?;
         let name = vm::resource_name(&claim.name);
-        let vm_url = format!(
-            "{}?api-version={}",
-            vm::vm_path(&sub, &rg, &name),
-            vm::COMPUTE_API
-        );
-        let nic_url = format!(
-            "{}?api-version={}",
-            vm::nic_path(&sub, &rg, &name),
-            vm::NETWORK_API
-        );
+        let vm_url = vm::vm_url(&sub, &rg, &name);
+        let nic_url = vm::nic_url(&sub, &rg, &name);
         let (skus, types) = instance_types(&s, &spec);
         let shaping = shaping(&s, &spec);
 
@@ -438,16 +430,8 @@ impl Guest for Azure {
             ),
         };
         let arm = Arm::new(&s)?;
-        let vm_url = format!(
-            "{}?api-version={}&forceDeletion=true",
-            vm::vm_path(&sub, &rg, &name),
-            vm::COMPUTE_API
-        );
-        let nic_url = format!(
-            "{}?api-version={}",
-            vm::nic_path(&sub, &rg, &name),
-            vm::NETWORK_API
-        );
+        let vm_url = format!("{}&forceDeletion=true", vm::vm_url(&sub, &rg, &name));
+        let nic_url = vm::nic_url(&sub, &rg, &name);
         let mut gone = 0;
         for (what, url) in [("VM", &vm_url), ("NIC", &nic_url)] {
             let r = arm.send("DELETE", url, None)?;
@@ -477,15 +461,7 @@ impl Guest for Azure {
         let (sub, rg, name) = vm::parse_provider_id(&provider_id)
             .ok_or_else(|| fatal(format!("providerID {provider_id:?} is not an Azure VM id")))?;
         let arm = Arm::new(&s)?;
-        let r = arm.send(
-            "GET",
-            &format!(
-                "{}?api-version={}",
-                vm::vm_path(&sub, &rg, &name),
-                vm::COMPUTE_API
-            ),
-            None,
-        )?;
+        let r = arm.send("GET", &vm::vm_url(&sub, &rg, &name), None)?;
         match r.status {
             404 => Err(not_found(format!("VM {name} does not exist"))),
             st if (200..300).contains(&st) => {

@@ -33,6 +33,16 @@ pub fn nic_path(sub: &str, rg: &str, name: &str) -> String {
     )
 }
 
+/// The VM's ARM request path with its api-version.
+pub fn vm_url(sub: &str, rg: &str, name: &str) -> String {
+    format!("{}?api-version={COMPUTE_API}", vm_path(sub, rg, name))
+}
+
+/// The NIC's ARM request path with its api-version.
+pub fn nic_url(sub: &str, rg: &str, name: &str) -> String {
+    format!("{}?api-version={NETWORK_API}", nic_path(sub, rg, name))
+}
+
 pub fn provider_id(sub: &str, rg: &str, name: &str) -> String {
     format!("azure://{}", vm_path(sub, &rg.to_ascii_lowercase(), name))
 }
