@@ -63,5 +63,6 @@ mod taints;
 
 pub use plan::{NewNodeClaim, OfferingChoice, Placement, Plan, PodRef, Target, Unschedulable};
 pub use quantity::{Quantity, QuantityError, parse_resource};
+pub use resources::format_amount as format_resource;
 pub use scheduler::{Prepared, schedule, schedule_prepared};
 pub use snapshot::*;

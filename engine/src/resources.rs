@@ -73,7 +73,8 @@ impl ResourceNames {
     }
 }
 
-pub(crate) fn format_amount(name: &str, amount: i64) -> String {
+/// An amount in canonical units as a Kubernetes quantity: "1500m", "4Gi".
+pub fn format_amount(name: &str, amount: i64) -> String {
     if name == CPU {
         if amount % 1000 == 0 {
             return (amount / 1000).to_string();

@@ -3,6 +3,8 @@
 //! call.
 
 pub mod bench;
+pub mod controller;
+pub mod explain;
 pub mod files;
 pub mod plugin;
 pub mod simulate;
@@ -47,6 +49,11 @@ pub enum Command {
     Plugin(plugin::PluginCommand),
     /// Print the NodeClaims the provisioner would create for some manifests.
     Simulate(simulate::SimulateArgs),
+    /// Run the controller: provision nodes for pending pods and manage their lifecycle.
+    Controller(Box<controller::ControllerArgs>),
+    /// Explain, against a live cluster, why a pod is pending or where it goes.
+    #[command(subcommand)]
+    Explain(explain::ExplainCommand),
     /// Benchmarks of the engine and the plugin runtime.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -69,6 +76,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(cmd) => plugin::run(cmd).await,
         Command::Simulate(args) => simulate::run(args).await,
         Command::Bench(cmd) => bench::run(cmd).await,
+        Command::Controller(args) => controller::run(*args).await,
+        Command::Explain(cmd) => explain::run(cmd).await,
     }
 }
 

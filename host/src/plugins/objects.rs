@@ -1,8 +1,8 @@
 //! Kubernetes objects into the contract's records.
 
 use super::bindings::wit;
-use crate::crds::NodePool;
 use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
+use crate::crds::{NodeClaim, NodePool};
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Taint;
 
@@ -78,6 +78,61 @@ pub fn node_pool(np: &NodePool) -> anyhow::Result<wit::NodePool> {
         })
     };
     build().with_context(|| format!("nodepool {name}"))
+}
+
+/// A NodeClaim as its plugin sees it; `kubelet_version` comes from its Node
+/// once registered.
+pub fn node_claim(
+    nc: &NodeClaim,
+    kubelet_version: Option<String>,
+) -> anyhow::Result<wit::NodeClaim> {
+    let name = nc.metadata.name.clone().unwrap_or_default();
+    let pairs = |m: Option<&std::collections::BTreeMap<String, String>>| {
+        m.into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let build = || -> anyhow::Result<wit::NodeClaim> {
+        let spec = &nc.spec;
+        let status = nc.status.as_ref();
+        Ok(wit::NodeClaim {
+            name: name.clone(),
+            node_pool: nc.node_pool().unwrap_or_default().to_string(),
+            labels: pairs(nc.metadata.labels.as_ref()),
+            annotations: pairs(nc.metadata.annotations.as_ref()),
+            taints: spec
+                .taints
+                .iter()
+                .map(taint)
+                .collect::<anyhow::Result<_>>()?,
+            startup_taints: spec
+                .startup_taints
+                .iter()
+                .map(taint)
+                .collect::<anyhow::Result<_>>()?,
+            requirements: spec
+                .requirements
+                .iter()
+                .map(requirement)
+                .collect::<anyhow::Result<_>>()?,
+            resource_requests: spec
+                .resources
+                .iter()
+                .flat_map(|r| &r.requests)
+                .map(|(k, v)| (k.clone(), v.0.clone()))
+                .collect(),
+            node_class_ref: wit::NodeClassRef {
+                group: spec.node_class_ref.group.clone(),
+                kind: spec.node_class_ref.kind.clone(),
+                name: spec.node_class_ref.name.clone(),
+            },
+            provider_id: status.and_then(|s| s.provider_id.clone()),
+            image_id: status.and_then(|s| s.image_id.clone()),
+            kubelet_version,
+        })
+    };
+    build().with_context(|| format!("nodeclaim {name}"))
 }
 
 /// A NodeClass object of any kind, as JSON.

@@ -4,6 +4,7 @@
 //! engine never sees a Kubernetes type and the controller never builds engine
 //! types by hand.
 
+pub mod cluster;
 pub mod instance_types;
 pub mod nodepools;
 pub mod nodes;

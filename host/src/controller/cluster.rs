@@ -1,0 +1,215 @@
+//! The controller's view of the cluster: one watcher per kind feeding an
+//! in-memory store, and the signals other loops wake on.
+//!
+//! Objects are trimmed before they are stored (managed fields, container
+//! environment and commands, most of the pod status): at 10,000 pods that is
+//! most of the controller's memory.
+
+use super::metrics::Metrics;
+use crate::crds::{NodeClaim, NodePool};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Read-only stores of everything the controller decides on.
+#[derive(Clone)]
+pub struct Cluster {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub node_pools: Store<NodePool>,
+    pub node_claims: Store<NodeClaim>,
+    pub daemon_sets: Store<DaemonSet>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    /// A pod became provisionable, a NodeClaim went away or a NodePool
+    /// changed: the provisioner should open a batch.
+    pub provision: broadcast::Sender<()>,
+    /// A Node changed. Loops subscribe once they lead; a standby replica's
+    /// watchers keep their stores warm without queueing anything.
+    pub node_events: broadcast::Sender<Arc<Node>>,
+}
+
+/// Signals are hints (every loop also looks again on a timer), so a slow
+/// subscriber may skip some rather than hold memory.
+const SIGNAL_BUFFER: usize = 4096;
+
+impl Cluster {
+    /// Starts every watcher on `client`; they run until the process ends.
+    pub fn start(client: &Client, metrics: Arc<Metrics>) -> Cluster {
+        let (provision_tx, _) = broadcast::channel(SIGNAL_BUFFER);
+        let (nodes_tx, _) = broadcast::channel(SIGNAL_BUFFER);
+
+        let tx = provision_tx.clone();
+        let pods = spawn(
+            Api::<Pod>::all(client.clone()),
+            trim_pod,
+            move |e| match e {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                    if crate::snapshot::cluster::is_provisionable(p) {
+                        let _ = tx.send(());
+                    }
+                    observe_startup(&metrics, p, matches!(e, watcher::Event::InitApply(_)));
+                }
+                watcher::Event::Delete(p) => {
+                    metrics.pod_gone(p.metadata.uid.as_deref().unwrap_or_default())
+                }
+                _ => {}
+            },
+        );
+        let tx = nodes_tx.clone();
+        let nodes_store = spawn(Api::<Node>::all(client.clone()), trim, move |e| {
+            if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
+                let _ = tx.send(Arc::new(n.clone()));
+            }
+        });
+        let tx = provision_tx.clone();
+        let node_pools = spawn(Api::<NodePool>::all(client.clone()), trim, move |e| {
+            if let watcher::Event::Apply(_) = e {
+                let _ = tx.send(());
+            }
+        });
+        let tx = provision_tx.clone();
+        let node_claims = spawn(Api::<NodeClaim>::all(client.clone()), trim, move |e| {
+            if let watcher::Event::Delete(_) = e {
+                let _ = tx.send(());
+            }
+        });
+        let daemon_sets = spawn(Api::<DaemonSet>::all(client.clone()), trim, |_| {});
+        let pdbs = spawn(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            trim,
+            |_| {},
+        );
+        Cluster {
+            pods,
+            nodes: nodes_store,
+            node_pools,
+            node_claims,
+            daemon_sets,
+            pdbs,
+            provision: provision_tx,
+            node_events: nodes_tx,
+        }
+    }
+
+    /// Waits until every store holds a full list.
+    pub async fn wait_ready(&self) -> anyhow::Result<()> {
+        self.pods.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await?;
+        self.node_pools.wait_until_ready().await?;
+        self.node_claims.wait_until_ready().await?;
+        self.daemon_sets.wait_until_ready().await?;
+        self.pdbs.wait_until_ready().await?;
+        Ok(())
+    }
+
+    /// The NodeClaim a Node belongs to, by providerID.
+    pub fn node_claim_of(&self, node: &Node) -> Option<ObjectRef<NodeClaim>> {
+        let id = node.spec.as_ref()?.provider_id.as_deref()?;
+        self.node_claims
+            .find(|c| c.provider_id() == Some(id))
+            .map(|c| ObjectRef::from_obj(&*c))
+    }
+
+    /// The Node with this providerID.
+    pub fn node_by_provider_id(&self, id: &str) -> Option<std::sync::Arc<Node>> {
+        self.nodes
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id))
+    }
+}
+
+fn spawn<K, T, F>(api: Api<K>, trim: T, mut on_event: F) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: FnMut(&mut K) + Send + 'static,
+    F: FnMut(&watcher::Event<K>) + Send + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(trim)
+        .reflect(writer);
+    tokio::spawn(drive(stream, move |e| on_event(e)));
+    store
+}
+
+async fn drive<K, S>(stream: S, mut on_event: impl FnMut(&watcher::Event<K>))
+where
+    K: Resource<DynamicType = ()>,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(e) => on_event(&e),
+            Err(e) => tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+        }
+    }
+}
+
+/// Startup time is measured for pods seen starting, not for those already
+/// running when the controller starts.
+fn observe_startup(metrics: &Metrics, p: &Pod, initial: bool) {
+    let uid = p.metadata.uid.as_deref().unwrap_or_default();
+    let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    if !running {
+        return;
+    }
+    let seconds = match (&p.metadata.creation_timestamp, initial) {
+        (Some(t), false) => (jiff::Timestamp::now() - t.0)
+            .total(jiff::Unit::Second)
+            .unwrap_or(0.0),
+        _ => -1.0,
+    };
+    if seconds >= 0.0 {
+        metrics.pod_running(uid, seconds);
+    } else {
+        metrics.pod_seen(uid);
+    }
+}
+
+fn trim<K: ResourceExt>(o: &mut K) {
+    o.managed_fields_mut().clear();
+    o.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
+}
+
+/// Keeps what scheduling, disruption and termination read.
+fn trim_pod(p: &mut Pod) {
+    trim(p);
+    if let Some(spec) = p.spec.as_mut() {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            c.env = None;
+            c.env_from = None;
+            c.command = None;
+            c.args = None;
+            c.volume_mounts = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+            c.lifecycle = None;
+            c.security_context = None;
+        }
+        spec.ephemeral_containers = None;
+    }
+    if let Some(status) = p.status.take() {
+        p.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            nominated_node_name: status.nominated_node_name,
+            start_time: status.start_time,
+            ..PodStatus::default()
+        });
+    }
+}

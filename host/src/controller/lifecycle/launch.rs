@@ -1,0 +1,151 @@
+//! Launch: the plugin that owns the NodeClaim's NodeClass creates the
+//! instance. Creation is idempotent by NodeClaim name on the plugin's side,
+//! so a launch interrupted by a crash is simply asked for again.
+
+use super::{Step, delete_node_claim as delete};
+use crate::controller::{Ctx, conditions, node_classes};
+use crate::crds::nodeclaim::conditions::LAUNCHED;
+use crate::crds::{NodeClaim, NodeClaimStatus, labels};
+use crate::plugins::{objects, wit};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub(crate) async fn launch(
+    ctx: &Ctx,
+    nc: &NodeClaim,
+    status: &mut NodeClaimStatus,
+) -> anyhow::Result<Step> {
+    if conditions::is_true(&status.conditions, LAUNCHED) {
+        return Ok(Step::Continue);
+    }
+    let generation = nc.metadata.generation;
+    let r = &nc.spec.node_class_ref;
+    let not_launched = |status: &mut NodeClaimStatus, reason: &str, message: &str| {
+        conditions::set(
+            &mut status.conditions,
+            LAUNCHED,
+            "False",
+            reason,
+            message,
+            generation,
+        );
+    };
+    let (plugin, kind) = match node_classes::resolve(&ctx.registry, &r.group, &r.kind) {
+        Ok(found) => found,
+        Err(e) => {
+            not_launched(status, "NoProvider", &format!("{e:#}"));
+            return Ok(Step::Wait(Duration::from_secs(30)));
+        }
+    };
+    let Some((_, class)) = node_classes::get(&ctx.client, &kind, &r.name).await? else {
+        not_launched(
+            status,
+            "NodeClassNotFound",
+            &format!("{} {} not found", r.kind, r.name),
+        );
+        return Ok(Step::Wait(Duration::from_secs(30)));
+    };
+    let claim = objects::node_claim(nc, None)?;
+    let instance = match plugin.create(&claim, &class).await {
+        Ok(i) => i,
+        Err(e) => {
+            let message = e.to_string();
+            return match e.provider_error() {
+                Some(wit::Error::InsufficientCapacity(ic)) => {
+                    ctx.unavailable.mark(&ic.offerings, Instant::now());
+                    ctx.events
+                        .warning(
+                            nc,
+                            "InsufficientCapacityError",
+                            format!("NodeClaim {} event: {message}", nc.name_any()),
+                        )
+                        .await;
+                    tracing::info!(nodeclaim = %nc.name_any(), error = %message, "insufficient capacity; deleting the NodeClaim");
+                    delete(ctx, nc).await?;
+                    Ok(Step::Deleted)
+                }
+                Some(wit::Error::NodeClassNotReady(m)) => {
+                    ctx.events
+                        .warning(
+                            nc,
+                            "NodeClassNotReady",
+                            format!("NodeClaim {} event: {m}", nc.name_any()),
+                        )
+                        .await;
+                    delete(ctx, nc).await?;
+                    Ok(Step::Deleted)
+                }
+                Some(wit::Error::CreateError(c)) => {
+                    not_launched(status, &c.reason, &c.message);
+                    ctx.events.warning(nc, "LaunchFailed", message).await;
+                    Ok(Step::Wait(Duration::from_secs(if c.retryable {
+                        10
+                    } else {
+                        60
+                    })))
+                }
+                _ => {
+                    not_launched(status, "LaunchFailed", &message);
+                    ctx.events.warning(nc, "LaunchFailed", message).await;
+                    Ok(Step::Wait(Duration::from_secs(15)))
+                }
+            };
+        }
+    };
+
+    // The NodeClaim carries the labels its Node will have.
+    let mut add: BTreeMap<String, String> = instance.labels.iter().cloned().collect();
+    add.insert(labels::INSTANCE_TYPE.into(), instance.instance_type.clone());
+    add.insert(labels::CAPACITY_TYPE.into(), instance.capacity_type.clone());
+    if !instance.zone.is_empty() {
+        add.insert(labels::ZONE.into(), instance.zone.clone());
+    }
+    let current = nc.labels();
+    if add.iter().any(|(k, v)| current.get(k) != Some(v)) {
+        Api::<NodeClaim>::all(ctx.client.clone())
+            .patch(
+                &nc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": add}})),
+            )
+            .await?;
+    }
+    let quantities = |list: &[(String, String)]| -> BTreeMap<String, Quantity> {
+        list.iter()
+            .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+            .collect()
+    };
+    status.provider_id = Some(instance.provider_id.clone());
+    status.image_id = Some(instance.image_id.clone()).filter(|i| !i.is_empty());
+    status.capacity = quantities(&instance.capacity);
+    status.allocatable = quantities(&instance.allocatable);
+    conditions::set(
+        &mut status.conditions,
+        LAUNCHED,
+        "True",
+        "Launched",
+        "",
+        generation,
+    );
+    ctx.metrics
+        .launched
+        .get_or_create(&crate::controller::metrics::Metrics::pool(
+            nc.node_pool().unwrap_or_default(),
+        ))
+        .inc();
+    ctx.events
+        .normal(
+            nc,
+            "Launched",
+            format!(
+                "Status condition transitioned, Type: Launched, Status: Unknown -> True, Reason: Launched ({} {} {})",
+                instance.instance_type, instance.zone, instance.capacity_type
+            ),
+        )
+        .await;
+    tracing::info!(nodeclaim = %nc.name_any(), provider_id = %instance.provider_id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
+    Ok(Step::Continue)
+}

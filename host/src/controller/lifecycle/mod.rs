@@ -1,0 +1,181 @@
+//! The NodeClaim lifecycle: launch through the plugin that owns its
+//! NodeClass, registration of its Node, initialization, and on deletion the
+//! termination of Node and instance. One reconcile per NodeClaim at a time
+//! (kube's controller runtime serializes them); each step is idempotent, so a
+//! restart anywhere resumes where the API server's state says.
+
+mod initialization;
+mod launch;
+mod registration;
+pub mod termination;
+
+use super::Ctx;
+use super::conditions;
+use crate::crds::labels::TERMINATION_FINALIZER;
+use crate::crds::nodeclaim::conditions::*;
+use crate::crds::{NodeClaim, NodeClaimStatus};
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::watcher;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct Error(#[from] anyhow::Error);
+
+/// What a step decided.
+pub(crate) enum Step {
+    /// Go on to the next step.
+    Continue,
+    /// Stop here and look again after this long (or when something changes).
+    Wait(Duration),
+    /// The NodeClaim was deleted; nothing more to do.
+    Deleted,
+}
+
+pub async fn run(ctx: Arc<Ctx>) {
+    let cluster = ctx.cluster.clone();
+    let node_triggers =
+        futures::stream::unfold(ctx.cluster.node_events.subscribe(), |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(n) => return Some((n, rx)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return None,
+                }
+            }
+        })
+        .filter_map(move |n| std::future::ready(cluster.node_claim_of(&n)));
+    Controller::new(
+        Api::<NodeClaim>::all(ctx.client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .with_config(Config::default().concurrency(ctx.options.launch_concurrency))
+    .reconcile_on(node_triggers)
+    .run(reconcile, error_policy, ctx)
+    .for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "nodeclaim reconcile");
+        }
+    })
+    .await;
+}
+
+fn error_policy(nc: Arc<NodeClaim>, e: &Error, _: Arc<Ctx>) -> Action {
+    tracing::warn!(nodeclaim = %nc.name_any(), error = %e, "nodeclaim reconcile failed");
+    Action::requeue(Duration::from_secs(10))
+}
+
+async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if nc.metadata.deletion_timestamp.is_some() {
+        return Ok(termination::finalize(&ctx, &nc).await?);
+    }
+    ensure_finalizer(&ctx, &nc).await?;
+    let before = nc.status.clone().unwrap_or_default();
+    let mut status = before.clone();
+    for t in [LAUNCHED, REGISTERED, INITIALIZED, READY] {
+        if !status.conditions.iter().any(|c| c.type_ == t) {
+            conditions::set(
+                &mut status.conditions,
+                t,
+                "Unknown",
+                "AwaitingReconciliation",
+                "object is awaiting reconciliation",
+                nc.metadata.generation,
+            );
+        }
+    }
+    let mut step = launch::launch(&ctx, &nc, &mut status).await?;
+    if let Step::Continue = step {
+        step = registration::register(&ctx, &nc, &mut status).await?;
+    }
+    if let Step::Continue = step {
+        step = initialization::initialize(&ctx, &nc, &mut status).await?;
+    }
+    if let Step::Deleted = step {
+        return Ok(Action::await_change());
+    }
+    let ready = [LAUNCHED, REGISTERED, INITIALIZED]
+        .iter()
+        .all(|t| conditions::is_true(&status.conditions, t));
+    if ready && !conditions::is_true(&status.conditions, READY) {
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            "True",
+            "Ready",
+            "",
+            nc.metadata.generation,
+        );
+        ctx.events
+            .normal(&*nc, "Ready", "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready".to_string())
+            .await;
+    }
+    write_status(&ctx, &nc, &before, &status).await?;
+    Ok(match step {
+        Step::Wait(d) => Action::requeue(d),
+        _ => Action::await_change(),
+    })
+}
+
+async fn ensure_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
+    if nc.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
+        return Ok(());
+    }
+    let mut finalizers = nc.finalizers().to_vec();
+    finalizers.push(TERMINATION_FINALIZER.into());
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": nc.resource_version()}
+    });
+    Api::<NodeClaim>::all(ctx.client.clone())
+        .patch(
+            &nc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn write_status(
+    ctx: &Ctx,
+    nc: &NodeClaim,
+    before: &NodeClaimStatus,
+    after: &NodeClaimStatus,
+) -> anyhow::Result<()> {
+    let unchanged = conditions::same(&before.conditions, &after.conditions)
+        && NodeClaimStatus {
+            conditions: vec![],
+            ..before.clone()
+        } == NodeClaimStatus {
+            conditions: vec![],
+            ..after.clone()
+        };
+    if unchanged {
+        return Ok(());
+    }
+    let patch = serde_json::json!({ "status": after });
+    Api::<NodeClaim>::all(ctx.client.clone())
+        .patch_status(
+            &nc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Deletes a NodeClaim (its finalizer then cleans up), ignoring one already gone.
+pub async fn delete_node_claim(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
+    match Api::<NodeClaim>::all(ctx.client.clone())
+        .delete(&nc.name_any(), &Default::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

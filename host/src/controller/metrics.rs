@@ -1,0 +1,142 @@
+//! The controller's Prometheus metrics, named as Karpenter names them so
+//! existing dashboards keep working.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub nodepool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CreatedLabels {
+    pub nodepool: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UsageLabels {
+    pub nodepool: String,
+    pub resource_type: String,
+}
+
+pub struct Metrics {
+    pub created: Family<CreatedLabels, Counter>,
+    pub launched: Family<PoolLabels, Counter>,
+    pub registered: Family<PoolLabels, Counter>,
+    pub initialized: Family<PoolLabels, Counter>,
+    pub terminated: Family<PoolLabels, Counter>,
+    pub scheduling_duration: Histogram,
+    pub pod_startup: Histogram,
+    pub usage: Family<UsageLabels, Gauge<f64, AtomicU64>>,
+    pub limit: Family<UsageLabels, Gauge<f64, AtomicU64>>,
+    pub leader: Gauge,
+    /// Pods whose startup was already observed, so each counts once.
+    started: Mutex<HashSet<String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            created: Family::default(),
+            launched: Family::default(),
+            registered: Family::default(),
+            initialized: Family::default(),
+            terminated: Family::default(),
+            scheduling_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            pod_startup: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
+            usage: Family::default(),
+            limit: Family::default(),
+            leader: Gauge::default(),
+            started: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "karpenter_nodeclaims_created",
+            "NodeClaims created, by NodePool and reason",
+            self.created.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_launched",
+            "NodeClaims launched by their provider",
+            self.launched.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_registered",
+            "NodeClaims whose Node registered",
+            self.registered.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_initialized",
+            "NodeClaims whose Node initialized",
+            self.initialized.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_terminated",
+            "NodeClaims whose instance was deleted",
+            self.terminated.clone(),
+        );
+        r.register(
+            "karpenter_provisioner_scheduling_duration_seconds",
+            "Duration of one scheduling simulation",
+            self.scheduling_duration.clone(),
+        );
+        r.register(
+            "karpenter_pods_startup_duration_seconds",
+            "Time from pod creation until it runs",
+            self.pod_startup.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_usage",
+            "Resources used by each NodePool's nodes",
+            self.usage.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_limit",
+            "Each NodePool's limits",
+            self.limit.clone(),
+        );
+        r.register(
+            "karpenter_leader",
+            "1 while this replica holds the leader lease",
+            self.leader.clone(),
+        );
+    }
+
+    pub fn pool(nodepool: &str) -> PoolLabels {
+        PoolLabels {
+            nodepool: nodepool.to_string(),
+        }
+    }
+
+    /// Observes a pod's startup the first time it is seen running.
+    pub fn pod_running(&self, uid: &str, seconds: f64) {
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if started.insert(uid.to_string()) {
+            self.pod_startup.observe(seconds.max(0.0));
+        }
+    }
+
+    /// Marks a pod as already running without observing it.
+    pub fn pod_seen(&self, uid: &str) {
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.insert(uid.to_string());
+    }
+
+    pub fn pod_gone(&self, uid: &str) {
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.remove(uid);
+    }
+}

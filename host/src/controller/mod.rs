@@ -1,0 +1,161 @@
+//! `karpenter controller`: the imperative shell that carries out the
+//! engine's decisions against a live cluster.
+//!
+//! Map: `cluster` watches; `provisioner` (with `batcher`) turns pending pods
+//! into NodeClaims; `lifecycle` launches, registers, initializes and
+//! finalizes each NodeClaim; `node_termination` drains Nodes being deleted;
+//! `garbage_collection` reconciles cloud instances with NodeClaims;
+//! `node_pool_status` and `node_class_status` write status; `leader` keeps
+//! all of it to one replica; `server` exposes metrics and probes.
+//!
+//! Architecture Invariant: no decision about which nodes to run is made
+//! here: that is `engine`'s. No cloud is named here: that is the plugins'.
+
+pub mod batcher;
+pub mod cluster;
+pub mod conditions;
+pub mod durations;
+pub mod events;
+pub mod garbage_collection;
+pub mod hash;
+pub mod instance_types;
+pub mod leader;
+pub mod lifecycle;
+pub mod metrics;
+pub mod node_class_status;
+pub mod node_classes;
+pub mod node_pool_status;
+pub mod node_termination;
+pub mod provisioner;
+pub mod server;
+pub mod unavailable;
+
+use crate::plugins::Registry;
+use anyhow::Context;
+use kube::Client;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub batch: batcher::Window,
+    pub engine: engine::Options,
+    /// A launched NodeClaim whose Node has not registered by then is deleted.
+    pub registration_ttl: Duration,
+    pub gc_interval: Duration,
+    /// NodeClaims reconciled at once (each launch may wait minutes on a cloud).
+    pub launch_concurrency: u16,
+    /// `None` runs without leader election (a single replica).
+    pub election: Option<leader::Election>,
+    pub metrics_addr: SocketAddr,
+    /// Reported on events.
+    pub identity: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            batch: batcher::Window::default(),
+            engine: engine::Options::default(),
+            registration_ttl: Duration::from_secs(15 * 60),
+            gc_interval: Duration::from_secs(120),
+            launch_concurrency: 256,
+            election: None,
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            identity: "karpenter".into(),
+        }
+    }
+}
+
+/// What every loop shares.
+pub struct Ctx {
+    pub client: Client,
+    pub registry: Arc<Registry>,
+    pub cluster: cluster::Cluster,
+    pub events: Arc<events::Events>,
+    pub metrics: Arc<metrics::Metrics>,
+    pub instance_types: instance_types::InstanceTypeCache,
+    pub unavailable: unavailable::UnavailableOfferings,
+    pub options: Options,
+}
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        registry: Arc<Registry>,
+        cluster: cluster::Cluster,
+        metrics: Arc<metrics::Metrics>,
+        options: Options,
+    ) -> Arc<Ctx> {
+        Arc::new(Ctx {
+            events: Arc::new(events::Events::new(client.clone(), &options.identity)),
+            client,
+            registry,
+            cluster,
+            metrics,
+            instance_types: Default::default(),
+            unavailable: Default::default(),
+            options,
+        })
+    }
+}
+
+/// Runs until leadership is lost (an error: the process should exit so a
+/// fresh start rebuilds its state) or the process is interrupted.
+pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> anyhow::Result<()> {
+    let metrics = Arc::new(metrics::Metrics::default());
+    let mut prometheus = prometheus_client::registry::Registry::default();
+    metrics.register(&mut prometheus);
+    registry.runtime().metrics.register(&mut prometheus);
+    let endpoints = Arc::new(server::Endpoints {
+        registry: prometheus,
+        ready: false.into(),
+    });
+    let addr = server::serve(options.metrics_addr, endpoints.clone())
+        .await
+        .with_context(|| format!("listening on {}", options.metrics_addr))?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+
+    let _reload = registry.watch(Duration::from_secs(5));
+    let cluster = cluster::Cluster::start(&client, metrics.clone());
+    cluster
+        .wait_ready()
+        .await
+        .context("waiting for the watchers")?;
+    endpoints.ready.store(true, Ordering::Relaxed);
+    tracing::info!(plugins = registry.plugins().len(), "caches synced");
+
+    let mut elector = options
+        .election
+        .clone()
+        .map(|e| leader::Elector::new(client.clone(), e));
+    if let Some(elector) = &mut elector {
+        tracing::info!("waiting for the leader lease");
+        elector.acquire().await;
+    }
+    metrics.leader.set(1);
+    let ctx = Ctx::new(client, registry, cluster, metrics, options);
+    let loops = vec![
+        tokio::spawn(provisioner::run(ctx.clone())),
+        tokio::spawn(lifecycle::run(ctx.clone())),
+        tokio::spawn(node_termination::run(ctx.clone())),
+        tokio::spawn(garbage_collection::run(ctx.clone())),
+        tokio::spawn(node_pool_status::run(ctx.clone())),
+        tokio::spawn(node_class_status::run(ctx.clone())),
+    ];
+    tracing::info!("leading: provisioning and lifecycle started");
+    let result = match &mut elector {
+        Some(elector) => tokio::select! {
+            () = elector.hold() => Err(anyhow::anyhow!("lost the leader lease")),
+            r = tokio::signal::ctrl_c() => r.context("signal handler"),
+        },
+        None => tokio::signal::ctrl_c().await.context("signal handler"),
+    };
+    for l in loops {
+        l.abort();
+    }
+    ctx.metrics.leader.set(0);
+    result
+}

@@ -1,0 +1,115 @@
+//! NodeClass status from its plugin's validation: the plugin says whether
+//! the NodeClass is Ready and resolves fields (images, versions); the host
+//! writes them. A plugin that fails the call is reported on the NodeClass
+//! rather than taking anything else down.
+
+use super::{Ctx, node_classes};
+use crate::plugins::{objects, wit};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const INTERVAL: Duration = Duration::from_secs(10);
+
+pub async fn run(ctx: Arc<Ctx>) {
+    let mut tick = tokio::time::interval(INTERVAL);
+    loop {
+        tick.tick().await;
+        for (plugin, kind, object) in node_classes::list_all(&ctx.client, &ctx.registry).await {
+            let name = object.name_any();
+            let json = match serde_json::to_value(&object) {
+                Ok(j) => j,
+                Err(e) => {
+                    tracing::warn!(error = %e, "NodeClass as JSON");
+                    continue;
+                }
+            };
+            let status = match objects::node_class(&json) {
+                Ok(class) => match plugin.validate_node_class(&class).await {
+                    Ok(s) => status_json(&s, object.metadata.generation),
+                    Err(e) => failed(&e.to_string(), object.metadata.generation),
+                },
+                Err(e) => failed(&format!("{e:#}"), object.metadata.generation),
+            };
+            let merged = merge_times(&json["status"], status);
+            if same(&json["status"], &merged) {
+                continue;
+            }
+            let r = node_classes::api(&ctx.client, &kind)
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"status": merged})),
+                )
+                .await;
+            if let Err(e) = r {
+                tracing::warn!(kind = %kind.kind, name = %name, error = %e, "NodeClass status");
+            }
+        }
+    }
+}
+
+fn condition_status(s: wit::ConditionStatus) -> &'static str {
+    match s {
+        wit::ConditionStatus::True => "True",
+        wit::ConditionStatus::False => "False",
+        wit::ConditionStatus::Unknown => "Unknown",
+    }
+}
+
+fn status_json(s: &wit::NodeClassStatus, generation: Option<i64>) -> serde_json::Value {
+    let mut status: serde_json::Value =
+        serde_json::from_str(&s.resolved).unwrap_or_else(|_| serde_json::json!({}));
+    if !status.is_object() {
+        status = serde_json::json!({});
+    }
+    let now = jiff::Timestamp::now().to_string();
+    status["conditions"] = s
+        .conditions
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "type": c.type_,
+                "status": condition_status(c.status),
+                "reason": if c.reason.is_empty() { c.type_.clone() } else { c.reason.clone() },
+                "message": c.message,
+                "lastTransitionTime": now,
+                "observedGeneration": generation,
+            })
+        })
+        .collect();
+    status
+}
+
+fn failed(message: &str, generation: Option<i64>) -> serde_json::Value {
+    serde_json::json!({"conditions": [{
+        "type": "Ready",
+        "status": "False",
+        "reason": "ProviderFailed",
+        "message": message,
+        "lastTransitionTime": jiff::Timestamp::now().to_string(),
+        "observedGeneration": generation,
+    }]})
+}
+
+/// Keeps a condition's transition time while its status stays the same.
+fn merge_times(old: &serde_json::Value, mut new: serde_json::Value) -> serde_json::Value {
+    if let Some(conds) = new["conditions"].as_array_mut() {
+        for c in conds {
+            let prior = old["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|o| o["type"] == c["type"]);
+            if let Some(p) = prior.filter(|p| p["status"] == c["status"]) {
+                c["lastTransitionTime"] = p["lastTransitionTime"].clone();
+            }
+        }
+    }
+    new
+}
+
+fn same(old: &serde_json::Value, new: &serde_json::Value) -> bool {
+    old == new
+}

@@ -1,0 +1,199 @@
+//! Node termination: a Node with the termination finalizer that is being
+//! deleted is tainted `karpenter.sh/disrupted:NoSchedule` and drained through
+//! the Eviction API, so PodDisruptionBudgets are honoured (a 429 means a
+//! budget blocks: try again later). Pods go in Karpenter's order: regular
+//! pods, then critical ones; DaemonSet and mirror pods stay until the Node
+//! goes. At the NodeClaim's terminationGracePeriod, what is left is deleted.
+
+use super::Ctx;
+use crate::crds::NodeClaim;
+use crate::crds::labels::{DISRUPTED_TAINT, TERMINATION_FINALIZER};
+use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const RETRY: Duration = Duration::from_secs(2);
+
+/// Drains each deleting Node once; `nodes` are the watcher's Node events.
+pub async fn run(ctx: Arc<Ctx>) {
+    let draining: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let mut nodes = ctx.cluster.node_events.subscribe();
+    // Nodes already deleting when this replica started leading.
+    let initial: Vec<Arc<Node>> = ctx.cluster.nodes.state();
+    let mut initial = initial.into_iter();
+    loop {
+        let node = match initial.next() {
+            Some(n) => n,
+            None => match nodes.recv().await {
+                Ok(n) => n,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            },
+        };
+        if node.metadata.deletion_timestamp.is_none()
+            || !node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER)
+        {
+            continue;
+        }
+        let name = node.name_any();
+        if !draining
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone())
+        {
+            continue;
+        }
+        let (ctx, draining) = (ctx.clone(), draining.clone());
+        tokio::spawn(async move {
+            while let Err(e) = terminate(&ctx, &name).await {
+                tracing::warn!(node = %name, error = format!("{e:#}"), "node termination");
+                tokio::time::sleep(RETRY).await;
+            }
+            draining
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+        });
+    }
+}
+
+async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
+    let nodes = Api::<Node>::all(ctx.client.clone());
+    loop {
+        let Some(node) = nodes.get_opt(name).await? else {
+            return Ok(());
+        };
+        if !node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
+            return Ok(());
+        }
+        taint(&nodes, &node).await?;
+        let grace_over = grace_period_over(ctx, &node);
+        let pods: Vec<Arc<Pod>> = ctx
+            .cluster
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
+            .filter(|p| !is_terminal(p) && !is_daemon_set_pod(p) && !is_mirror(p))
+            .collect();
+        if pods.is_empty() {
+            break;
+        }
+        // Regular pods first; critical ones once those are gone.
+        let critical = |p: &Pod| {
+            matches!(
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.priority_class_name.as_deref()),
+                Some("system-cluster-critical" | "system-node-critical")
+            )
+        };
+        let regular: Vec<&Arc<Pod>> = pods.iter().filter(|p| !critical(p)).collect();
+        let group = if regular.is_empty() {
+            pods.iter().collect()
+        } else {
+            regular
+        };
+        for p in group {
+            if p.metadata.deletion_timestamp.is_some() && !grace_over {
+                continue;
+            }
+            let api =
+                Api::<Pod>::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
+            let r = if grace_over {
+                api.delete(&p.name_any(), &DeleteParams::default().grace_period(0))
+                    .await
+                    .map(|_| ())
+            } else {
+                api.evict(&p.name_any(), &EvictParams::default())
+                    .await
+                    .map(|_| ())
+            };
+            match r {
+                Ok(()) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(kube::Error::Api(e)) if e.code == 429 => {
+                    tracing::debug!(pod = %p.name_any(), "eviction blocked by a PodDisruptionBudget")
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+    let node = nodes.get_opt(name).await?;
+    if let Some(node) = node {
+        let finalizers: Vec<&String> = node
+            .finalizers()
+            .iter()
+            .filter(|f| *f != TERMINATION_FINALIZER)
+            .collect();
+        let patch = serde_json::json!({
+            "metadata": {"finalizers": finalizers, "resourceVersion": node.resource_version()}
+        });
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        tracing::info!(node = %name, "drained");
+    }
+    Ok(())
+}
+
+async fn taint(nodes: &Api<Node>, node: &Node) -> anyhow::Result<()> {
+    let mut taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints.iter().any(|t| t.key == DISRUPTED_TAINT) {
+        return Ok(());
+    }
+    taints.push(Taint {
+        key: DISRUPTED_TAINT.into(),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    });
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": node.resource_version()},
+        "spec": {"taints": taints},
+    });
+    nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+fn is_mirror(p: &Pod) -> bool {
+    p.annotations().contains_key("kubernetes.io/config.mirror")
+}
+
+/// Whether the owning NodeClaim's terminationGracePeriod has passed since
+/// the Node's deletion began.
+fn grace_period_over(ctx: &Ctx, node: &Node) -> bool {
+    let Some(deleted) = &node.metadata.deletion_timestamp else {
+        return false;
+    };
+    let id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+    let claim: Option<Arc<NodeClaim>> = id.and_then(|id| {
+        ctx.cluster
+            .node_claims
+            .find(|c| c.provider_id() == Some(id.as_str()))
+    });
+    let Some(grace) = claim
+        .and_then(|c| c.spec.termination_grace_period.clone())
+        .and_then(|g| super::durations::parse(&g).ok())
+    else {
+        return false;
+    };
+    let elapsed = (jiff::Timestamp::now() - deleted.0)
+        .total(jiff::Unit::Second)
+        .unwrap_or(0.0);
+    elapsed >= grace.as_secs_f64()
+}

@@ -1,0 +1,389 @@
+//! Provisioning: pending pods in, NodeClaims out. Each batch snapshots the
+//! cluster (nodes and NodeClaims before pods, as Karpenter does, so a pod
+//! that just got bound is never counted twice), asks each NodePool's plugin
+//! for instance types, runs the engine and creates the NodeClaims it plans.
+
+use super::Ctx;
+use super::batcher;
+use crate::crds::nodeclaim::ResourceRequirements;
+use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
+use crate::crds::{NodeClaim, NodeClaimSpec, NodePool, labels};
+use crate::snapshot;
+use anyhow::Context;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::{Resource, ResourceExt};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// While pods wait for nodes, a batch runs at least this often even without
+/// a trigger (an offering may have come back, a NodeClaim may have failed).
+const RECHECK: Duration = Duration::from_secs(30);
+
+/// What one batch did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub pending: usize,
+    pub created: Vec<String>,
+    pub unschedulable: usize,
+    pub scheduling: Duration,
+}
+
+pub async fn run(ctx: Arc<Ctx>) {
+    let mut triggers = ctx.cluster.provision.subscribe();
+    // Pods may have been pending before this replica started leading.
+    let mut wake = Some(tokio::time::Instant::now());
+    while batcher::next_batch(&mut triggers, ctx.options.batch, wake)
+        .await
+        .is_some()
+    {
+        let closed = Instant::now();
+        match provision(&ctx).await {
+            Ok(o) => {
+                if o.pending > 0 {
+                    tracing::info!(
+                        pending = o.pending,
+                        created = o.created.len(),
+                        unschedulable = o.unschedulable,
+                        scheduling_ms = o.scheduling.as_millis() as u64,
+                        batch_ms = closed.elapsed().as_millis() as u64,
+                        "provisioned"
+                    );
+                    wake = Some(tokio::time::Instant::now() + RECHECK);
+                } else {
+                    wake = None;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = format!("{e:#}"), "provisioning failed");
+                wake = Some(tokio::time::Instant::now() + RECHECK);
+            }
+        }
+    }
+}
+
+/// A NodePool ready to provision from, with what the engine needs.
+struct Pool {
+    object: Arc<NodePool>,
+    engine: engine::NodePool,
+}
+
+/// What the engine decided for the pods pending now.
+pub struct Decision {
+    pub snapshot: engine::Snapshot,
+    pub plan: engine::Plan,
+    pools: Vec<Pool>,
+    pub scheduling: Duration,
+}
+
+/// Snapshots the cluster and runs the engine; `None` when no pod waits.
+/// Creates nothing: `karpenter explain` uses it as is.
+pub async fn decide(ctx: &Ctx) -> anyhow::Result<Option<Decision>> {
+    let (snapshot, pools) = snapshot(ctx).await?;
+    if snapshot.pods.is_empty() {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let (snapshot, plan) = tokio::task::spawn_blocking(move || {
+        let plan = engine::schedule(&snapshot);
+        (snapshot, plan)
+    })
+    .await
+    .context("scheduling panicked")?;
+    Ok(Some(Decision {
+        snapshot,
+        plan,
+        pools,
+        scheduling: started.elapsed(),
+    }))
+}
+
+/// One batch: decide, then create the planned NodeClaims.
+pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
+    let Some(Decision {
+        snapshot,
+        plan,
+        pools,
+        scheduling,
+    }) = decide(ctx).await?
+    else {
+        return Ok(Outcome::default());
+    };
+    let pending = snapshot.pods.len();
+    ctx.metrics
+        .scheduling_duration
+        .observe(scheduling.as_secs_f64());
+
+    let by_name: BTreeMap<&str, &Pool> =
+        pools.iter().map(|p| (p.engine.name.as_str(), p)).collect();
+    // Owned inputs: the creating futures must not borrow the plan.
+    let objects: Vec<Option<(String, NodeClaim)>> = plan
+        .new_node_claims
+        .iter()
+        .map(|claim| {
+            let pool = by_name.get(claim.node_pool.as_str())?;
+            Some((
+                claim.node_pool.clone(),
+                node_claim(&pool.object, &plan, claim),
+            ))
+        })
+        .collect();
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let metrics = ctx.metrics.clone();
+    let created: Vec<Option<String>> = futures::stream::iter(objects)
+        .map(move |object| create(api.clone(), metrics.clone(), object))
+        .buffered(64)
+        .collect()
+        .await;
+    drop(snapshot);
+
+    publish_decisions(ctx, &plan, &created);
+    Ok(Outcome {
+        pending,
+        created: created.into_iter().flatten().collect(),
+        unschedulable: plan.unschedulable.len(),
+        scheduling,
+    })
+}
+
+async fn create(
+    api: Api<NodeClaim>,
+    metrics: Arc<super::metrics::Metrics>,
+    object: Option<(String, NodeClaim)>,
+) -> Option<String> {
+    let (pool, object) = object?;
+    match api.create(&PostParams::default(), &object).await {
+        Ok(c) => {
+            metrics
+                .created
+                .get_or_create(&super::metrics::CreatedLabels {
+                    nodepool: pool,
+                    reason: "provisioning".into(),
+                })
+                .inc();
+            Some(c.name_any())
+        }
+        Err(e) => {
+            tracing::error!(nodepool = %pool, error = %e, "creating NodeClaim");
+            None
+        }
+    }
+}
+
+/// The engine's input for the cluster as the watchers see it now.
+async fn snapshot(ctx: &Ctx) -> anyhow::Result<(engine::Snapshot, Vec<Pool>)> {
+    let nodes = ctx.cluster.nodes.state();
+    let node_claims = ctx.cluster.node_claims.state();
+    let daemon_sets = ctx.cluster.daemon_sets.state();
+    let pods = ctx.cluster.pods.state();
+    if !pods.iter().any(|p| snapshot::cluster::is_provisionable(p)) {
+        return Ok((engine::Snapshot::default(), Vec::new()));
+    }
+    let pools = pools(ctx).await;
+    let engine_pools: Vec<engine::NodePool> = pools.iter().map(|p| p.engine.clone()).collect();
+    let converted = snapshot::cluster::build(
+        &snapshot::cluster::Objects {
+            pods: &pods,
+            nodes: &nodes,
+            node_claims: &node_claims,
+            daemon_sets: &daemon_sets,
+        },
+        &engine_pools,
+    );
+    for why in &converted.skipped {
+        tracing::warn!(error = %why, "object left out of scheduling");
+    }
+    Ok((
+        engine::Snapshot {
+            node_pools: engine_pools,
+            nodes: converted.nodes,
+            daemon_sets: converted.daemon_sets,
+            pods: converted.pods,
+            options: ctx.options.engine,
+        },
+        pools,
+    ))
+}
+
+/// The NodePools that can provision now, highest weight first: each with
+/// its plugin's instance types, minus offerings that just failed.
+async fn pools(ctx: &Ctx) -> Vec<Pool> {
+    let mut out = Vec::new();
+    let mut node_pools = ctx.cluster.node_pools.state();
+    node_pools.sort_by(|a, b| {
+        b.spec
+            .weight
+            .unwrap_or(0)
+            .cmp(&a.spec.weight.unwrap_or(0))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
+    for np in node_pools {
+        if np.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match pool(ctx, &np).await {
+            Ok(Some(engine)) => out.push(Pool { object: np, engine }),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(nodepool = %np.name_any(), error = format!("{e:#}"), "NodePool skipped")
+            }
+        }
+    }
+    out
+}
+
+async fn pool(ctx: &Ctx, np: &NodePool) -> anyhow::Result<Option<engine::NodePool>> {
+    let r = &np.spec.template.spec.node_class_ref;
+    let (plugin, kind) = super::node_classes::resolve(&ctx.registry, &r.group, &r.kind)?;
+    let Some((object, class)) = super::node_classes::get(&ctx.client, &kind, &r.name).await? else {
+        anyhow::bail!("{} {} not found", r.kind, r.name);
+    };
+    if object.data["status"]["conditions"].is_array() && !super::node_classes::is_ready(&object) {
+        tracing::debug!(nodepool = %np.name_any(), "NodeClass not ready");
+        return Ok(None);
+    }
+    let uid = object.metadata.uid.clone().unwrap_or_default();
+    let types = ctx.instance_types.get(&plugin, np, &class, &uid).await?;
+    let mut pool = snapshot::nodepools::node_pool(np, &types)?;
+    ctx.unavailable
+        .apply(&mut pool.instance_types, Instant::now());
+    Ok(Some(pool))
+}
+
+/// The NodeClaim object for one planned claim.
+pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeClaim) -> NodeClaim {
+    let pool = np.name_any();
+    let template = &np.spec.template;
+    let mut labels_ = template
+        .metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default();
+    labels_.insert(labels::NODE_POOL.into(), pool.clone());
+    let mut annotations = template
+        .metadata
+        .as_ref()
+        .map(|m| m.annotations.clone())
+        .unwrap_or_default();
+    annotations.insert(
+        labels::NODE_POOL_HASH.into(),
+        super::hash::node_pool_hash(np),
+    );
+    annotations.insert(
+        labels::NODE_POOL_HASH_VERSION.into(),
+        super::hash::VERSION.into(),
+    );
+    let requirements = plan
+        .node_claim_requirements(claim)
+        .into_iter()
+        .map(|r| NodeSelectorRequirementWithMinValues {
+            key: r.key,
+            operator: operator(r.operator).into(),
+            values: r.values,
+            min_values: r.min_values.and_then(|m| i32::try_from(m).ok()),
+        })
+        .collect();
+    let requests = claim
+        .requests
+        .iter()
+        .map(|(k, v)| (k.clone(), Quantity(engine::format_resource(k, *v))))
+        .collect();
+    NodeClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{pool}-")),
+            labels: Some(labels_),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: NodePool::api_version(&()).into(),
+                kind: NodePool::kind(&()).into(),
+                name: pool,
+                uid: np.metadata.uid.clone().unwrap_or_default(),
+                block_owner_deletion: Some(true),
+                controller: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: NodeClaimSpec {
+            taints: template.spec.taints.clone(),
+            startup_taints: template.spec.startup_taints.clone(),
+            requirements,
+            resources: Some(ResourceRequirements { requests }),
+            node_class_ref: template.spec.node_class_ref.clone(),
+            termination_grace_period: template.spec.termination_grace_period.clone(),
+            expire_after: template.spec.expire_after.clone(),
+        },
+        status: None,
+    }
+}
+
+pub fn operator(op: engine::Operator) -> &'static str {
+    use engine::Operator::*;
+    match op {
+        In => "In",
+        NotIn => "NotIn",
+        Exists => "Exists",
+        DoesNotExist => "DoesNotExist",
+        Gt => "Gt",
+        Lt => "Lt",
+        Gte => "Gte",
+        Lte => "Lte",
+    }
+}
+
+/// Nominated and FailedScheduling events on pods, off the batch's path.
+fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>]) {
+    let pods: BTreeMap<String, Arc<Pod>> = ctx
+        .cluster
+        .pods
+        .state()
+        .into_iter()
+        .filter_map(|p| Some((p.metadata.uid.clone()?, p)))
+        .collect();
+    let mut decisions = Vec::new();
+    for p in &plan.placements {
+        let target = match &p.target {
+            engine::Target::ExistingNode(n) => {
+                if ctx.cluster.nodes.find(|x| x.name_any() == *n).is_some() {
+                    format!("node/{n}")
+                } else {
+                    format!("nodeclaim/{n}")
+                }
+            }
+            engine::Target::NewNodeClaim(i) => match created.get(*i).cloned().flatten() {
+                Some(name) => format!("nodeclaim/{name}"),
+                None => continue,
+            },
+        };
+        if let Some(pod) = pods.get(&p.pod.uid) {
+            decisions.push((
+                pod.clone(),
+                false,
+                "Nominated",
+                format!("Pod should schedule on: {target}"),
+            ));
+        }
+    }
+    for u in &plan.unschedulable {
+        if let Some(pod) = pods.get(&u.pod.uid) {
+            decisions.push((
+                pod.clone(),
+                true,
+                "FailedScheduling",
+                format!("Failed to schedule pod, {}", u.reason),
+            ));
+        }
+    }
+    let events = ctx.events.clone();
+    tokio::spawn(async move {
+        futures::stream::iter(decisions)
+            .for_each_concurrent(16, |(pod, warning, reason, note)| {
+                let events = events.clone();
+                async move { events.pod_decision(&pod, warning, reason, note).await }
+            })
+            .await;
+    });
+}
