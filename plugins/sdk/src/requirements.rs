@@ -53,6 +53,11 @@ pub fn cheapest_offering<'a>(
             if r.key == labels::ZONE || r.key == labels::CAPACITY_TYPE {
                 return true;
             }
+            // Labels the host puts on the node (the NodePool's name, its
+            // template labels) say nothing about the machine.
+            if r.key == labels::NODE_POOL || claim.labels.iter().any(|(k, _)| *k == r.key) {
+                return true;
+            }
             // A label the type does not pin is absent on its nodes.
             satisfies(r, single_value(it, &r.key))
         });

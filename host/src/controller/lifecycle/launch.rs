@@ -55,7 +55,15 @@ pub(crate) async fn launch(
             let message = e.to_string();
             return match e.provider_error() {
                 Some(wit::Error::InsufficientCapacity(ic)) => {
-                    ctx.unavailable.mark(&ic.offerings, Instant::now());
+                    // A provider that names no offering gets every offering
+                    // the NodeClaim allowed marked, or the next batch would
+                    // ask for the same thing at once.
+                    let failed = if ic.offerings.is_empty() {
+                        allowed_offerings(nc)
+                    } else {
+                        ic.offerings.clone()
+                    };
+                    ctx.unavailable.mark(&failed, Instant::now());
                     ctx.events
                         .warning(
                             nc,
@@ -148,4 +156,35 @@ pub(crate) async fn launch(
         .await;
     tracing::info!(nodeclaim = %nc.name_any(), provider_id = %instance.provider_id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     Ok(Step::Continue)
+}
+
+/// Every (instance type, zone, capacity type) the NodeClaim's `In`
+/// requirements allow.
+fn allowed_offerings(nc: &NodeClaim) -> Vec<wit::OfferingRef> {
+    let values = |key: &str| -> Vec<String> {
+        nc.spec
+            .requirements
+            .iter()
+            .find(|r| r.key == key && r.operator == "In")
+            .map(|r| r.values.clone())
+            .unwrap_or_default()
+    };
+    let (types, zones, capacity_types) = (
+        values(labels::INSTANCE_TYPE),
+        values(labels::ZONE),
+        values(labels::CAPACITY_TYPE),
+    );
+    let mut out = Vec::new();
+    for t in &types {
+        for z in &zones {
+            for c in &capacity_types {
+                out.push(wit::OfferingRef {
+                    instance_type: t.clone(),
+                    zone: z.clone(),
+                    capacity_type: c.clone(),
+                });
+            }
+        }
+    }
+    out
 }

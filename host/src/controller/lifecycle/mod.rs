@@ -88,14 +88,10 @@ async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             );
         }
     }
-    let mut step = launch::launch(&ctx, &nc, &mut status).await?;
-    if let Step::Continue = step {
-        step = registration::register(&ctx, &nc, &mut status).await?;
-    }
-    if let Step::Continue = step {
-        step = initialization::initialize(&ctx, &nc, &mut status).await?;
-    }
-    if let Step::Deleted = step {
+    // Whatever the steps got done is written even when a later one fails,
+    // so a retry does not repeat it.
+    let step = steps(&ctx, &nc, &mut status).await;
+    if let Ok(Step::Deleted) = step {
         return Ok(Action::await_change());
     }
     let ready = [LAUNCHED, REGISTERED, INITIALIZED]
@@ -111,14 +107,30 @@ async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             nc.metadata.generation,
         );
         ctx.events
-            .normal(&*nc, "Ready", "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready".to_string())
+            .normal(
+                &*nc,
+                "Ready",
+                "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready"
+                    .to_string(),
+            )
             .await;
     }
     write_status(&ctx, &nc, &before, &status).await?;
-    Ok(match step {
+    Ok(match step? {
         Step::Wait(d) => Action::requeue(d),
         _ => Action::await_change(),
     })
+}
+
+async fn steps(ctx: &Ctx, nc: &NodeClaim, status: &mut NodeClaimStatus) -> anyhow::Result<Step> {
+    let mut step = launch::launch(ctx, nc, status).await?;
+    if let Step::Continue = step {
+        step = registration::register(ctx, nc, status).await?;
+    }
+    if let Step::Continue = step {
+        step = initialization::initialize(ctx, nc, status).await?;
+    }
+    Ok(step)
 }
 
 async fn ensure_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {

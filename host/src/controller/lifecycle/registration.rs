@@ -96,49 +96,43 @@ pub(crate) async fn register(
     Ok(Step::Continue)
 }
 
-/// One patch, guarded by the Node's resourceVersion: a concurrent change
-/// makes it fail and the reconcile retries on fresh state.
+/// One strategic merge patch: it adds labels, the finalizer, the owner and
+/// taints and deletes the unregistered taint without replacing anything a
+/// kubelet or another controller changed meanwhile.
 async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()> {
     let mut labels = nc.labels().clone();
     labels.insert(REGISTERED_LABEL.into(), "true".into());
-    let mut finalizers = node.finalizers().to_vec();
-    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
-        finalizers.push(TERMINATION_FINALIZER.into());
-    }
-    let mut taints: Vec<Taint> = node
+    let present: Vec<Taint> = node
         .spec
         .as_ref()
         .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.key != UNREGISTERED_TAINT)
+        .unwrap_or_default();
+    let mut taints: Vec<serde_json::Value> = present
+        .iter()
+        .filter(|t| t.key == UNREGISTERED_TAINT)
+        .map(|t| serde_json::json!({"key": t.key, "$patch": "delete"}))
         .collect();
     for t in nc.spec.taints.iter().chain(&nc.spec.startup_taints) {
-        if !taints
+        if !present
             .iter()
             .any(|x| x.key == t.key && x.effect == t.effect)
         {
-            taints.push(t.clone());
+            taints.push(serde_json::to_value(t)?);
         }
     }
-    let mut owners = node.owner_references().to_vec();
-    let uid = nc.metadata.uid.clone().unwrap_or_default();
-    if !owners.iter().any(|o| o.uid == uid) {
-        owners.push(OwnerReference {
-            api_version: NodeClaim::api_version(&()).into(),
-            kind: NodeClaim::kind(&()).into(),
-            name: nc.name_any(),
-            uid,
-            block_owner_deletion: Some(true),
-            controller: None,
-        });
-    }
+    let owner = OwnerReference {
+        api_version: NodeClaim::api_version(&()).into(),
+        kind: NodeClaim::kind(&()).into(),
+        name: nc.name_any(),
+        uid: nc.metadata.uid.clone().unwrap_or_default(),
+        block_owner_deletion: Some(true),
+        controller: None,
+    };
     let patch = serde_json::json!({
         "metadata": {
             "labels": labels,
-            "finalizers": finalizers,
-            "ownerReferences": owners,
-            "resourceVersion": node.resource_version(),
+            "finalizers": [TERMINATION_FINALIZER],
+            "ownerReferences": [owner],
         },
         "spec": {"taints": taints},
     });
@@ -146,7 +140,7 @@ async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()>
         .patch(
             &node.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Strategic(&patch),
         )
         .await?;
     Ok(())
