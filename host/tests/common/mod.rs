@@ -1,6 +1,8 @@
 //! Helpers shared by the host's integration tests.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::path::PathBuf;
 
 /// A built plugin: `target/plugins/<name>.wasm` or `target/test-plugins/<name>.wasm`.

@@ -1,0 +1,391 @@
+//! The end-to-end harness: a cluster from `tests/cluster/up`, a
+//! `karpenter controller` process with the kwok plugin, and the objects and
+//! waits the scenarios share.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use karpenter::crds::{NodeClaim, NodePool};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Cluster {
+    pub endpoint: String,
+    pub ca_file: String,
+    pub token: String,
+    pub kubeconfig: String,
+    pub kubectl: String,
+}
+
+pub fn cluster() -> Cluster {
+    let name = std::env::var("KARPENTER_TEST_CLUSTER")
+        .expect("set KARPENTER_TEST_CLUSTER to a cluster from tests/cluster/up");
+    let root = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into());
+    let env_file = format!("{root}/karpenter-clusters/{name}/env");
+    let text = std::fs::read_to_string(&env_file).unwrap_or_else(|e| panic!("{env_file}: {e}"));
+    let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    let token_file = vars["CLUSTER_TOKEN_FILE"];
+    Cluster {
+        endpoint: vars["CLUSTER_ENDPOINT"].to_string(),
+        ca_file: vars["CLUSTER_CA_FILE"].to_string(),
+        token: std::fs::read_to_string(token_file)
+            .expect("token")
+            .trim()
+            .to_string(),
+        kubeconfig: vars["KUBECONFIG"].to_string(),
+        kubectl: format!("{}/kubectl", vars["CLUSTER_BIN_DIR"]),
+    }
+}
+
+pub async fn client(c: &Cluster) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&c.kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    Client::try_from(config).expect("client")
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A `karpenter controller` process with its own plugin and secrets
+/// directories; killed when dropped.
+pub struct Controller {
+    pub child: Child,
+    pub metrics: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Controller {
+    pub fn start(c: &Cluster, settings: &[(&str, &str)], extra: &[&str]) -> Controller {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir_all(&plugins).expect("mkdir");
+        std::fs::write(plugins.join("kwok.wasm"), super::plugin_wasm("kwok")).expect("wasm");
+        let config = json!({
+            "allowedHosts": [c.endpoint],
+            "secrets": ["kube/token"],
+            "settings": settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        });
+        std::fs::write(plugins.join("kwok.yaml"), config.to_string()).expect("config");
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir_all(secrets.join("kube")).expect("mkdir");
+        std::fs::write(secrets.join("kube/token"), &c.token).expect("token");
+        let metrics = free_port();
+        let log = dir.path().join("controller.log");
+        let out = std::fs::File::create(&log).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+            .args([
+                "--log-level",
+                "info,karpenter=debug",
+                "--log-format",
+                "json",
+                "controller",
+            ])
+            .arg("--plugin-dir")
+            .arg(&plugins)
+            .arg("--secrets-dir")
+            .arg(&secrets)
+            .arg("--precompiled-dir")
+            .arg(precompiled_dir())
+            .args(["--cluster-name", "e2e", "--cluster-endpoint", &c.endpoint])
+            .args(["--cluster-ca-file", &c.ca_file])
+            .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
+            .args(["--gc-interval", "5s"])
+            .args(extra)
+            .env("KUBECONFIG", &c.kubeconfig)
+            .env_remove("POD_NAME")
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("start the controller");
+        Controller {
+            child,
+            metrics,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// One metric's value (summed over its label sets), 0 when absent.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics);
+        let Ok(r) = reqwest::get(&url).await else {
+            return 0.0;
+        };
+        let text = r.text().await.unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn precompiled_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join("karpenter-e2e-precompiled");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
+
+pub fn kubectl(c: &Cluster, args: &[&str]) -> String {
+    let out = Command::new(&c.kubectl)
+        .args(args)
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .expect("the cluster's kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The CRDs from the chart and the kwok plugin's NodeClass CRD from its schema.
+pub fn install_crds(c: &Cluster) {
+    let crds = repo().join("charts/karpenter/crds");
+    kubectl(
+        c,
+        &["apply", "--server-side", "-f", crds.to_str().expect("path")],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "crd"])
+        .arg(repo().join("target/plugins/kwok.wasm"))
+        .output()
+        .expect("karpenter plugin crd");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::env::temp_dir().join(format!("kwok-crd-{}.yaml", std::process::id()));
+    std::fs::write(&file, &out.stdout).expect("write");
+    kubectl(
+        c,
+        &["apply", "--server-side", "-f", file.to_str().expect("path")],
+    );
+    for crd in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "kwoknodeclasses.karpenter.kwok.sh",
+    ] {
+        kubectl(
+            c,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                &format!("crd/{crd}"),
+            ],
+        );
+    }
+}
+
+pub async fn apply(client: &Client, c: &Cluster, manifest: serde_json::Value) {
+    let _ = client;
+    let file = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(file.path(), manifest.to_string()).expect("write");
+    kubectl(
+        c,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            file.path().to_str().expect("path"),
+        ],
+    );
+}
+
+pub fn node_class() -> serde_json::Value {
+    json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "default"},
+        "spec": {}
+    })
+}
+
+pub fn node_pool(name: &str, requirements: serde_json::Value) -> serde_json::Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"e2e": name}},
+                "spec": {
+                    "requirements": requirements,
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                    "expireAfter": "720h"
+                }
+            },
+            "limits": {"cpu": "1000"},
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "Never"}
+        }
+    })
+}
+
+pub fn deployment(
+    ns: &str,
+    name: &str,
+    pool: &str,
+    replicas: i32,
+    cpu: &str,
+    spread: bool,
+) -> serde_json::Value {
+    let mut spec = json!({
+        "nodeSelector": {"e2e": pool},
+        "tolerations": [{"operator": "Exists", "key": "kwok.x-k8s.io/node"}],
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "inflate", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]
+    });
+    if spread {
+        spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": "kubernetes.io/hostname"}
+        ]}});
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
+        }
+    })
+}
+
+pub async fn namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("namespace {name}: {e}"),
+    }
+}
+
+pub async fn scale(client: &Client, ns: &str, name: &str, replicas: i32) {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale");
+}
+
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(()) => return,
+            Err(why) if Instant::now() > deadline => panic!("{what}: timed out: {why}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+pub async fn pods_running(client: &Client, ns: &str, app: &str, want: usize) -> Result<(), String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    let running = pods
+        .items
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count();
+    if running == want {
+        Ok(())
+    } else {
+        Err(format!("{running}/{want} running"))
+    }
+}
+
+pub async fn claims_of(client: &Client, pool: &str) -> Vec<NodeClaim> {
+    Api::<NodeClaim>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")))
+        .await
+        .expect("list nodeclaims")
+        .items
+}
+
+pub async fn kwok_nodes(client: &Client, pool: &str) -> Vec<Node> {
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")))
+        .await
+        .expect("list nodes")
+        .items
+}
+
+/// Removes a scenario's objects; the controller must still run, since its
+/// finalizers delete the instances.
+pub async fn clean_up(client: &Client, ns: &str, pool: &str) {
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await;
+    let _ = Api::<NodePool>::all(client.clone())
+        .delete(pool, &DeleteParams::default())
+        .await;
+    let _ = Api::<NodeClaim>::all(client.clone())
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")),
+        )
+        .await;
+    wait_for("instances deleted", Duration::from_secs(90), || async {
+        let claims = claims_of(client, pool).await.len();
+        let nodes = kwok_nodes(client, pool).await.len();
+        if claims == 0 && nodes == 0 {
+            Ok(())
+        } else {
+            Err(format!("{claims} NodeClaims, {nodes} Nodes left"))
+        }
+    })
+    .await;
+}
+
+pub fn requirements_on_demand_amd64() -> serde_json::Value {
+    json!([
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ])
+}
