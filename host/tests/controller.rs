@@ -27,9 +27,9 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
     install_crds(&c);
     let (ns, pool) = ("e2e-inflate", "inflate");
     namespace(&client, ns).await;
-    apply(&client, &c, node_class()).await;
-    apply(&client, &c, node_pool(pool, requirements_on_demand_amd64())).await;
-    apply(&client, &c, deployment(ns, "inflate", pool, 0, "1", false)).await;
+    apply(&c, node_class());
+    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
+    apply(&c, deployment(ns, "inflate", pool, 0, "1", false));
     let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
 
     let scaled = Instant::now();
@@ -179,14 +179,14 @@ async fn insufficient_capacity_moves_to_the_next_offering() {
     install_crds(&c);
     let (ns, pool) = ("e2e-ice", "ice");
     namespace(&client, ns).await;
-    apply(&client, &c, node_class()).await;
+    apply(&c, node_class());
     let mut reqs = requirements_on_demand_amd64();
     reqs.as_array_mut().expect("array").extend([
         json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-2x-amd64-linux"]}),
         json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a", "test-zone-b"]}),
     ]);
-    apply(&client, &c, node_pool(pool, reqs)).await;
-    apply(&client, &c, deployment(ns, "ice", pool, 0, "1", false)).await;
+    apply(&c, node_pool(pool, reqs));
+    apply(&c, deployment(ns, "ice", pool, 0, "1", false));
     let controller = Controller::start(
         &c,
         &[("OUT_OF_CAPACITY", "c-2x-amd64-linux/test-zone-a/on-demand")],
@@ -225,10 +225,10 @@ async fn killed_mid_launch_neither_leaks_nor_duplicates() {
     let (ns, pool) = ("e2e-crash", "crash");
     const N: usize = 50;
     namespace(&client, ns).await;
-    apply(&client, &c, node_class()).await;
-    apply(&client, &c, node_pool(pool, requirements_on_demand_amd64())).await;
+    apply(&c, node_class());
+    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
     // Hostname anti-affinity: one node per pod, so N NodeClaims.
-    apply(&client, &c, deployment(ns, "crash", pool, 0, "100m", true)).await;
+    apply(&c, deployment(ns, "crash", pool, 0, "100m", true));
     let mut first = Controller::start(
         &c,
         &[],
@@ -298,9 +298,9 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     install_crds(&c);
     let (ns, pool) = ("e2e-leader", "leader");
     namespace(&client, ns).await;
-    apply(&client, &c, node_class()).await;
-    apply(&client, &c, node_pool(pool, requirements_on_demand_amd64())).await;
-    apply(&client, &c, deployment(ns, "leader", pool, 0, "1", false)).await;
+    apply(&c, node_class());
+    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
+    apply(&c, deployment(ns, "leader", pool, 0, "1", false));
     let _ = Api::<Lease>::namespaced(client.clone(), "kube-system")
         .delete("karpenter-e2e-leader", &DeleteParams::default())
         .await;

@@ -210,8 +210,7 @@ pub fn install_crds(c: &Cluster) {
     }
 }
 
-pub async fn apply(client: &Client, c: &Cluster, manifest: serde_json::Value) {
-    let _ = client;
+pub fn apply(c: &Cluster, manifest: serde_json::Value) {
     let file = tempfile::NamedTempFile::new().expect("tmp");
     std::fs::write(file.path(), manifest.to_string()).expect("write");
     kubectl(

@@ -1,0 +1,88 @@
+//! The controller at scale, for the figures in the docs (not run by CI: it
+//! takes minutes). On a cluster from `tests/cluster/up NAME`:
+//!
+//!     KARPENTER_TEST_CLUSTER=NAME cargo test --release -p karpenter-host \
+//!       --test controller_scale -- --ignored --nocapture
+//!
+//! 1,000 pods that each need their own node: the time from the batch closing
+//! to all 1,000 NodeClaims created (from the controller's own log), then
+//! 9,000 more pods on those 1,000 nodes, and the controller's peak RSS.
+
+mod common;
+
+use common::cluster::*;
+use std::time::{Duration, Instant};
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER; takes minutes"]
+async fn one_thousand_nodes_and_ten_thousand_pods() {
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    let (ns, pool) = ("e2e-scale", "scale");
+    namespace(&client, ns).await;
+    apply(&c, node_class());
+    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
+    apply(&c, deployment(ns, "spread", pool, 0, "100m", true));
+    apply(&c, deployment(ns, "fill", pool, 0, "10m", false));
+    let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
+
+    let started = Instant::now();
+    scale(&client, ns, "spread", 1000).await;
+    wait_for("1,000 NodeClaims", Duration::from_secs(300), || async {
+        let n = claims_of(&client, pool).await.len();
+        if n >= 1000 {
+            Ok(())
+        } else {
+            Err(format!("{n} NodeClaims"))
+        }
+    })
+    .await;
+    let created = started.elapsed();
+    let batches: Vec<String> = controller
+        .log()
+        .lines()
+        .filter(|l| l.contains("\"provisioned\""))
+        .map(str::to_string)
+        .collect();
+    eprintln!(
+        "1,000 NodeClaims exist {:.1}s after scaling; batches:",
+        created.as_secs_f64()
+    );
+    for b in &batches {
+        eprintln!("  {b}");
+    }
+    wait_for("1,000 pods running", Duration::from_secs(900), || {
+        pods_running(&client, ns, "spread", 1000)
+    })
+    .await;
+    eprintln!(
+        "1,000 pods running {:.1}s after scaling",
+        started.elapsed().as_secs_f64()
+    );
+
+    scale(&client, ns, "fill", 9000).await;
+    wait_for("9,000 more pods running", Duration::from_secs(1800), || {
+        pods_running(&client, ns, "fill", 9000)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let pid = controller.child.id();
+    eprintln!(
+        "controller with {} NodeClaims and 10,000 pods: RSS {} KiB, peak {} KiB",
+        claims_of(&client, pool).await.len(),
+        rss_kib(pid, "VmRSS:"),
+        rss_kib(pid, "VmHWM:")
+    );
+    clean_up(&client, ns, pool).await;
+}
