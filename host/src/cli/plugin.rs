@@ -1,7 +1,8 @@
-//! `karpenter plugin inspect|call`: look into a plugin and call it by hand.
+//! `karpenter plugin inspect|call|crd`: look into a plugin, call it by hand,
+//! print the CRDs of its NodeClass kinds.
 
 use super::{Output, files};
-use crate::crds::NodePool;
+use crate::crds::{self, NodePool};
 use crate::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, inspect, objects, wit};
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
@@ -20,6 +21,9 @@ pub enum PluginCommand {
     },
     /// Call one function of a plugin and print its result as JSON.
     Call(CallArgs),
+    /// Print the CRD of each NodeClass kind the plugin serves, as YAML
+    /// documents ready for `kubectl apply -f -`.
+    Crd { file: PathBuf },
 }
 
 #[derive(Debug, Args)]
@@ -51,6 +55,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::Inspect { file, output } => inspect_cmd(&file, output).await,
         PluginCommand::Call(args) => call_cmd(args).await,
+        PluginCommand::Crd { file } => crd_cmd(&file).await,
     }
 }
 
@@ -182,6 +187,18 @@ async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
         Function::RepairPolicies => serde_json::to_value(plugin.repair_policies().await?)?,
     };
     super::print(&serde_json::to_string_pretty(&value)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn crd_cmd(file: &Path) -> anyhow::Result<ExitCode> {
+    let (_runtime, plugin) = load_file(file, None).await?;
+    let mut out = String::new();
+    for kind in &plugin.metadata.node_classes {
+        let crd = crds::node_class::crd(kind)?;
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&crd)?);
+    }
+    super::print(out.trim_end());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,4 +1,5 @@
-//! karpenter.sh/v1 NodeClaim: the request for one machine, and its state.
+//! karpenter.sh/v1 NodeClaim: the request for one machine, and its state. Its
+//! CRD is charts/karpenter/crds/karpenter.sh_nodeclaims.yaml.
 
 use super::nodepool::{NodeClassReference, NodeSelectorRequirementWithMinValues};
 use k8s_openapi::api::core::v1::Taint;
@@ -27,9 +28,22 @@ pub mod conditions {
     version = "v1",
     kind = "NodeClaim",
     plural = "nodeclaims",
-    shortname = "nc"
+    category = "karpenter"
 )]
 #[kube(status = "NodeClaimStatus")]
+#[kube(
+    printcolumn = r#"{"name": "Type", "type": "string", "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type"}"#,
+    printcolumn = r#"{"name": "Capacity", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/capacity-type"}"#,
+    printcolumn = r#"{"name": "Zone", "type": "string", "jsonPath": ".metadata.labels.topology\\.kubernetes\\.io/zone"}"#,
+    printcolumn = r#"{"name": "Node", "type": "string", "jsonPath": ".status.nodeName"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "ImageID", "type": "string", "jsonPath": ".status.imageID", "priority": 1}"#,
+    printcolumn = r#"{"name": "ID", "type": "string", "jsonPath": ".status.providerID", "priority": 1}"#,
+    printcolumn = r#"{"name": "NodePool", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/nodepool", "priority": 1}"#,
+    printcolumn = r#"{"name": "NodeClass", "type": "string", "jsonPath": ".spec.nodeClassRef.name", "priority": 1}"#,
+    printcolumn = r#"{"name": "Drifted", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Drifted\")].status", "priority": 1}"#
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,4 +1,5 @@
-//! karpenter.sh/v1 NodePool.
+//! karpenter.sh/v1 NodePool. Its CRD is
+//! charts/karpenter/crds/karpenter.sh_nodepools.yaml.
 
 use k8s_openapi::api::core::v1::Taint;
 use kube::CustomResource;
@@ -12,9 +13,22 @@ use std::collections::BTreeMap;
     version = "v1",
     kind = "NodePool",
     plural = "nodepools",
-    shortname = "np"
+    category = "karpenter"
 )]
 #[kube(status = "NodePoolStatus")]
+#[kube(scale(
+    spec_replicas_path = ".spec.replicas",
+    status_replicas_path = ".status.nodes"
+))]
+#[kube(
+    printcolumn = r#"{"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"}"#,
+    printcolumn = r#"{"name": "Nodes", "type": "string", "jsonPath": ".status.nodes"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1}"#,
+    printcolumn = r#"{"name": "CPU", "type": "string", "jsonPath": ".status.resources.cpu", "priority": 1}"#,
+    printcolumn = r#"{"name": "Memory", "type": "string", "jsonPath": ".status.resources.memory", "priority": 1}"#
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
     pub template: NodeClaimTemplate,
@@ -114,6 +128,10 @@ pub struct NodePoolStatus {
         Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<i64>,
+    /// The NodeClass generation last seen, so node registration health is
+    /// judged afresh when the NodeClass changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
 }
