@@ -25,7 +25,12 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    let (ns, pool) = ("e2e-inflate", "inflate");
+    // Names unique to this run: a failed run's leftovers cannot interfere.
+    let (ns, pool) = (
+        &format!("e2e-inflate-{}", std::process::id()),
+        &format!("inflate-{}", std::process::id()),
+    );
+    let (ns, pool) = (ns.as_str(), pool.as_str());
     namespace(&client, ns).await;
     apply(&c, node_class());
     apply(&c, node_pool(pool, requirements_on_demand_amd64()));
@@ -177,7 +182,12 @@ async fn insufficient_capacity_moves_to_the_next_offering() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    let (ns, pool) = ("e2e-ice", "ice");
+    // Names unique to this run: a failed run's leftovers cannot interfere.
+    let (ns, pool) = (
+        &format!("e2e-ice-{}", std::process::id()),
+        &format!("ice-{}", std::process::id()),
+    );
+    let (ns, pool) = (ns.as_str(), pool.as_str());
     namespace(&client, ns).await;
     apply(&c, node_class());
     let mut reqs = requirements_on_demand_amd64();
@@ -222,7 +232,12 @@ async fn killed_mid_launch_neither_leaks_nor_duplicates() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    let (ns, pool) = ("e2e-crash", "crash");
+    // Names unique to this run: a failed run's leftovers cannot interfere.
+    let (ns, pool) = (
+        &format!("e2e-crash-{}", std::process::id()),
+        &format!("crash-{}", std::process::id()),
+    );
+    let (ns, pool) = (ns.as_str(), pool.as_str());
     const N: usize = 50;
     namespace(&client, ns).await;
     apply(&c, node_class());
@@ -296,7 +311,12 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    let (ns, pool) = ("e2e-leader", "leader");
+    // Names unique to this run: a failed run's leftovers cannot interfere.
+    let (ns, pool) = (
+        &format!("e2e-leader-{}", std::process::id()),
+        &format!("leader-{}", std::process::id()),
+    );
+    let (ns, pool) = (ns.as_str(), pool.as_str());
     namespace(&client, ns).await;
     apply(&c, node_class());
     apply(&c, node_pool(pool, requirements_on_demand_amd64()));
@@ -380,9 +400,9 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
         "within the lease duration plus two retries: {handover:?}"
     );
 
-    scale(&client, ns, "leader", 4).await;
-    wait_for("4 pods running", Duration::from_secs(120), || {
-        pods_running(&client, ns, "leader", 4)
+    scale(&client, ns, "leader", 12).await;
+    wait_for("12 pods running", Duration::from_secs(120), || {
+        pods_running(&client, ns, "leader", 12)
     })
     .await;
     assert!(

@@ -96,52 +96,71 @@ pub(crate) async fn register(
     Ok(Step::Continue)
 }
 
-/// One strategic merge patch: it adds labels, the finalizer, the owner and
-/// taints and deletes the unregistered taint without replacing anything a
-/// kubelet or another controller changed meanwhile.
+/// Labels, the finalizer, the owner reference and taints in one patch. The
+/// taint list has to be replaced whole, so the patch carries the
+/// resourceVersion it was computed from and is recomputed on a conflict
+/// (kubelets update Nodes all the time).
 async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()> {
+    let api = Api::<Node>::all(ctx.client.clone());
+    let mut node = node.clone();
+    for _ in 0..5 {
+        match api
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch(nc, &node)),
+            )
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 => node = api.get(&node.name_any()).await?,
+            r => return Ok(r.map(|_| ())?),
+        }
+    }
+    anyhow::bail!("node {} kept changing; will retry", node.name_any())
+}
+
+fn patch(nc: &NodeClaim, node: &Node) -> serde_json::Value {
     let mut labels = nc.labels().clone();
     labels.insert(REGISTERED_LABEL.into(), "true".into());
-    let present: Vec<Taint> = node
+    let mut finalizers = node.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.into());
+    }
+    let mut taints: Vec<Taint> = node
         .spec
         .as_ref()
         .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    let mut taints: Vec<serde_json::Value> = present
-        .iter()
-        .filter(|t| t.key == UNREGISTERED_TAINT)
-        .map(|t| serde_json::json!({"key": t.key, "$patch": "delete"}))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != UNREGISTERED_TAINT)
         .collect();
     for t in nc.spec.taints.iter().chain(&nc.spec.startup_taints) {
-        if !present
+        if !taints
             .iter()
             .any(|x| x.key == t.key && x.effect == t.effect)
         {
-            taints.push(serde_json::to_value(t)?);
+            taints.push(t.clone());
         }
     }
-    let owner = OwnerReference {
-        api_version: NodeClaim::api_version(&()).into(),
-        kind: NodeClaim::kind(&()).into(),
-        name: nc.name_any(),
-        uid: nc.metadata.uid.clone().unwrap_or_default(),
-        block_owner_deletion: Some(true),
-        controller: None,
-    };
-    let patch = serde_json::json!({
+    let mut owners = node.owner_references().to_vec();
+    let uid = nc.metadata.uid.clone().unwrap_or_default();
+    if !owners.iter().any(|o| o.uid == uid) {
+        owners.push(OwnerReference {
+            api_version: NodeClaim::api_version(&()).into(),
+            kind: NodeClaim::kind(&()).into(),
+            name: nc.name_any(),
+            uid,
+            block_owner_deletion: Some(true),
+            controller: None,
+        });
+    }
+    serde_json::json!({
         "metadata": {
             "labels": labels,
-            "finalizers": [TERMINATION_FINALIZER],
-            "ownerReferences": [owner],
+            "finalizers": finalizers,
+            "ownerReferences": owners,
+            "resourceVersion": node.resource_version(),
         },
         "spec": {"taints": taints},
-    });
-    Api::<Node>::all(ctx.client.clone())
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Strategic(&patch),
-        )
-        .await?;
-    Ok(())
+    })
 }
