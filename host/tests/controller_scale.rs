@@ -32,7 +32,11 @@ async fn one_thousand_nodes_and_ten_thousand_pods() {
     let (ns, pool) = ("e2e-scale", "scale");
     namespace(&client, ns).await;
     apply(&c, node_class());
-    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
+    // Limits count each launching NodeClaim at its largest allowed type, as
+    // Karpenter does: a tight limit would throttle each batch.
+    let mut np = node_pool(pool, requirements_on_demand_amd64());
+    np["spec"]["limits"]["cpu"] = serde_json::json!("100000");
+    apply(&c, np);
     apply(&c, deployment(ns, "spread", pool, 0, "100m", true));
     apply(&c, deployment(ns, "fill", pool, 0, "10m", false));
     let controller = Controller::start(&c, &[], &["--disable-leader-election"]);

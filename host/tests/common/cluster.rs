@@ -147,6 +147,15 @@ impl Controller {
 impl Drop for Controller {
     fn drop(&mut self) {
         self.kill();
+        // A failing scenario shows what the controller was doing.
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- controller log (last 40 lines) ---");
+            for line in tail.into_iter().rev() {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
@@ -339,11 +348,19 @@ pub async fn pods_running(client: &Client, ns: &str, app: &str, want: usize) -> 
 }
 
 pub async fn claims_of(client: &Client, pool: &str) -> Vec<NodeClaim> {
-    Api::<NodeClaim>::all(client.clone())
-        .list(&ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")))
-        .await
-        .expect("list nodeclaims")
-        .items
+    let api = Api::<NodeClaim>::all(client.clone());
+    let params = ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}"));
+    // A loaded API server drops a connection now and then.
+    for _ in 0..5 {
+        match api.list(&params).await {
+            Ok(list) => return list.items,
+            Err(e) => {
+                eprintln!("list nodeclaims: {e}; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    panic!("cannot list NodeClaims")
 }
 
 pub async fn kwok_nodes(client: &Client, pool: &str) -> Vec<Node> {

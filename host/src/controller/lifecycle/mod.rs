@@ -133,23 +133,77 @@ async fn steps(ctx: &Ctx, nc: &NodeClaim, status: &mut NodeClaimStatus) -> anyho
     Ok(step)
 }
 
+/// The store may lag behind our own last write, so the object is read fresh
+/// and the patch carries its resourceVersion.
 async fn ensure_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
     if nc.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
         return Ok(());
     }
-    let mut finalizers = nc.finalizers().to_vec();
-    finalizers.push(TERMINATION_FINALIZER.into());
-    let patch = serde_json::json!({
-        "metadata": {"finalizers": finalizers, "resourceVersion": nc.resource_version()}
-    });
-    Api::<NodeClaim>::all(ctx.client.clone())
-        .patch(
-            &nc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    Ok(())
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    for _ in 0..5 {
+        let Some(fresh) = api.get_opt(&nc.name_any()).await? else {
+            return Ok(());
+        };
+        if fresh
+            .finalizers()
+            .iter()
+            .any(|f| f == TERMINATION_FINALIZER)
+            || fresh.metadata.deletion_timestamp.is_some()
+        {
+            return Ok(());
+        }
+        let mut finalizers = fresh.finalizers().to_vec();
+        finalizers.push(TERMINATION_FINALIZER.into());
+        let patch = serde_json::json!({
+            "metadata": {"finalizers": finalizers, "resourceVersion": fresh.resource_version()}
+        });
+        match api
+            .patch(
+                &nc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            r => return Ok(r.map(|_| ())?),
+        }
+    }
+    anyhow::bail!("nodeclaim {} kept changing", nc.name_any())
+}
+
+/// Removes the termination finalizer, read fresh for the same reason.
+pub(crate) async fn remove_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    for _ in 0..5 {
+        let Some(fresh) = api.get_opt(&nc.name_any()).await? else {
+            return Ok(());
+        };
+        let finalizers: Vec<&String> = fresh
+            .finalizers()
+            .iter()
+            .filter(|f| *f != TERMINATION_FINALIZER)
+            .collect();
+        if finalizers.len() == fresh.finalizers().len() {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "metadata": {"finalizers": finalizers, "resourceVersion": fresh.resource_version()}
+        });
+        match api
+            .patch(
+                &nc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            r => return Ok(r.map(|_| ())?),
+        }
+    }
+    anyhow::bail!("nodeclaim {} kept changing", nc.name_any())
 }
 
 async fn write_status(

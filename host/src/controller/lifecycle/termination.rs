@@ -8,7 +8,7 @@ use crate::crds::labels::TERMINATION_FINALIZER;
 use crate::plugins::{objects, wit};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use std::time::Duration;
 
@@ -40,26 +40,7 @@ pub async fn finalize(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<Action> {
         Err(e) if matches!(e.provider_error(), Some(wit::Error::NotFound(_))) => {}
         Err(e) => return Err(e.into()),
     }
-    let finalizers: Vec<&String> = nc
-        .finalizers()
-        .iter()
-        .filter(|f| *f != TERMINATION_FINALIZER)
-        .collect();
-    let patch = serde_json::json!({
-        "metadata": {"finalizers": finalizers, "resourceVersion": nc.resource_version()}
-    });
-    match Api::<NodeClaim>::all(ctx.client.clone())
-        .patch(
-            &nc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
+    super::remove_finalizer(ctx, nc).await?;
     ctx.metrics
         .terminated
         .get_or_create(&crate::controller::metrics::Metrics::pool(
