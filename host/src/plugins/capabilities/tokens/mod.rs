@@ -1,16 +1,25 @@
 //! `karpenter:provider/tokens`: access tokens obtained by the host, so a
 //! plugin never holds a long-lived credential.
 
+pub mod azure;
+pub mod transport;
+
 use crate::plugins::bindings::v0_1_0::karpenter::provider::tokens::{AccessToken, Host};
 use crate::plugins::state::State;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 pub type TokenFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken, String>> + Send + 'a>>;
 
 /// Where tokens come from (Azure workload identity in production).
 pub trait TokenSource: Send + Sync {
     fn token<'a>(&'a self, scopes: &'a [String]) -> TokenFuture<'a>;
+
+    /// What this source is, for the start-up log.
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_string()
+    }
 }
 
 /// The host has no token source configured.
@@ -20,6 +29,33 @@ impl TokenSource for NoTokenSource {
     fn token<'a>(&'a self, _scopes: &'a [String]) -> TokenFuture<'a> {
         Box::pin(async { Err("the host has no token source configured".to_string()) })
     }
+
+    fn describe(&self) -> String {
+        "no token source".to_string()
+    }
+}
+
+/// The host's token source from its environment: Azure workload identity
+/// when AZURE_FEDERATED_TOKEN_FILE and AZURE_CLIENT_ID are set, none
+/// otherwise. `extra_roots`: PEM bundles trusted besides the built-in roots.
+pub fn from_environment(extra_roots: &[Vec<u8>]) -> anyhow::Result<Arc<dyn TokenSource>> {
+    from_vars(
+        |name| std::env::var(name).ok(),
+        transport::ReqwestTransport::new(extra_roots)?,
+    )
+}
+
+/// `from_environment` over variables looked up by `var`.
+pub fn from_vars(
+    var: impl Fn(&str) -> Option<String>,
+    transport: transport::ReqwestTransport,
+) -> anyhow::Result<Arc<dyn TokenSource>> {
+    let source: Arc<dyn TokenSource> = match azure::WorkloadIdentityOptions::from_vars(var)? {
+        Some(options) => Arc::new(azure::AzureWorkloadIdentity::new(options, transport)?),
+        None => Arc::new(NoTokenSource),
+    };
+    tracing::info!(source = %source.describe(), "token source");
+    Ok(source)
 }
 
 impl Host for State {
