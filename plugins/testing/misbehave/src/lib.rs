@@ -3,8 +3,8 @@
 //!
 //! - `read-file`: reads /etc/hostname; `read-env`: reads HOME; `socket`: opens
 //!   a TCP connection; `http-denied`: calls a host not on the allow-list;
-//!   `fetch`: GETs the URL setting — each reports what it got as an error
-//!   message;
+//!   `fetch`: GETs the URL setting; `token`: asks the host for a token for
+//!   the SCOPE setting — each reports what it got as an error message;
 //! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
 //! - `garbage`: returns an instance type with a NaN price and a bad quantity;
 //! - anything else: one valid instance type.
@@ -60,6 +60,16 @@ impl Guest for Misbehave {
                 match Request::get(url).send() {
                     Ok(r) => Err(fatal(format!("fetched {} {}", r.status, r.text()))),
                     Err(e) => Err(fatal(e.to_string())),
+                }
+            }
+            "token" => {
+                let scope = config::get_setting("SCOPE").unwrap_or_default();
+                match tokens::get_token(&[scope]) {
+                    Ok(t) => Err(fatal(format!(
+                        "token {:?} expires at {}",
+                        t.token, t.expires_at
+                    ))),
+                    Err(e) => Err(fatal(format!("no token: {e}"))),
                 }
             }
             "loop" => {
