@@ -6,6 +6,7 @@ use super::files;
 use crate::controller::{self, batcher, durations, leader};
 use crate::plugins::capabilities::cluster::ClusterView;
 use crate::plugins::capabilities::secrets::SecretStore;
+use crate::plugins::capabilities::tokens;
 use crate::plugins::{Registry, Runtime, RuntimeOptions};
 use anyhow::Context;
 use cap_std::ambient_authority;
@@ -126,12 +127,12 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             None => SecretStore::none(),
         },
         cluster: Arc::new(ClusterView::new(&args.cluster_name, &endpoint, &ca)),
+        tokens: tokens::from_environment(&[])?,
         extra_roots: if ca.is_empty() {
             vec![]
         } else {
             vec![ca.clone().into_bytes()]
         },
-        ..RuntimeOptions::default()
     })?;
     let registry = Registry::open(runtime, open_dir(&args.plugin_dir)?).await?;
     for (name, why) in registry.failures() {
