@@ -17,9 +17,9 @@ use crate::requirements::{Reqs, ValueSet};
 use crate::resources::{POD_SLOT, ResourceNames, sub};
 use crate::selector::{Selector, intern_labels, label_value};
 use crate::snapshot::{
-    DaemonSet, HostPort, InstanceType, NodeAffinity, NodeInclusionPolicy, NodeSelectorTerm,
-    Offering, Operator, Options, Pod, PodAffinity, PodAffinityTerm, Snapshot, Taint, Toleration,
-    WhenUnsatisfiable,
+    DaemonSet, HostPort, InstanceType, Node, NodeAffinity, NodeInclusionPolicy, NodePool,
+    NodeSelectorTerm, Offering, Operator, Options, Pod, PodAffinity, PodAffinityTerm, Snapshot,
+    Taint, Toleration, WhenUnsatisfiable,
 };
 
 /// Allocatable for a resource an instance type or node does not list: `pods`
@@ -465,8 +465,29 @@ impl Builder {
     }
 }
 
+/// What [`Prepared`] is built from: a [`Snapshot`]'s collections, borrowed, so
+/// that disruption can assemble one from its own types without copying pods.
+pub(crate) struct Parts<'a, 's> {
+    pub(crate) node_pools: Vec<&'a NodePool>,
+    pub(crate) nodes: Vec<&'a Node>,
+    pub(crate) daemon_sets: Vec<&'a DaemonSet>,
+    /// Pods to place; only these are kept by reference.
+    pub(crate) pods: Vec<&'s Pod>,
+    pub(crate) options: Options,
+}
+
 impl<'s> Prepared<'s> {
     pub fn new(snapshot: &'s Snapshot) -> Prepared<'s> {
+        Prepared::from_parts(Parts {
+            node_pools: snapshot.node_pools.iter().collect(),
+            nodes: snapshot.nodes.iter().collect(),
+            daemon_sets: snapshot.daemon_sets.iter().collect(),
+            pods: snapshot.pods.iter().collect(),
+            options: snapshot.options,
+        })
+    }
+
+    pub(crate) fn from_parts(parts: Parts<'_, 's>) -> Prepared<'s> {
         let mut b = Builder {
             strings: Interner::default(),
             groups: Vec::new(),
@@ -484,38 +505,36 @@ impl<'s> Prepared<'s> {
         };
 
         let resources = ResourceNames::new(
-            snapshot
+            parts
                 .node_pools
                 .iter()
                 .flat_map(|p| {
                     std::iter::once(&p.limits).chain(p.instance_types.iter().map(|t| &t.capacity))
                 })
-                .chain(snapshot.nodes.iter().map(|n| &n.allocatable))
-                .chain(snapshot.pods.iter().map(|p| &p.requests))
-                .chain(snapshot.daemon_sets.iter().map(|d| &d.requests)),
+                .chain(parts.nodes.iter().map(|n| &n.allocatable))
+                .chain(parts.pods.iter().map(|p| &p.requests))
+                .chain(parts.daemon_sets.iter().map(|d| &d.requests)),
         );
 
-        let mut pools_in: Vec<_> = snapshot.node_pools.iter().collect();
+        let mut pools_in = parts.node_pools;
         pools_in.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
-        let mut nodes_in: Vec<_> = snapshot.nodes.iter().collect();
+        let mut nodes_in = parts.nodes;
         nodes_in.sort_by(|a, b| {
             b.initialized
                 .cmp(&a.initialized)
                 .then_with(|| a.name.cmp(&b.name))
         });
-        let mut ds_in: Vec<_> = snapshot.daemon_sets.iter().collect();
+        let mut ds_in = parts.daemon_sets;
         ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let pods_in: Vec<_> = snapshot.pods.iter().collect();
         // Sort by precomputed CPU and memory; the comparator then rarely
         // touches strings.
-        let mut keyed: Vec<((i64, i64), &Pod)> =
-            pods_in.iter().map(|p| (pod_cpu_mem(p), *p)).collect();
+        let mut keyed: Vec<((i64, i64), &'s Pod)> =
+            parts.pods.iter().map(|p| (pod_cpu_mem(p), *p)).collect();
         keyed.sort_by(|(ka, a), (kb, b)| {
             kb.0.cmp(&ka.0)
                 .then(kb.1.cmp(&ka.1))
                 .then_with(|| pod_order(a, b))
         });
-        let pods_in: Vec<&Pod> = keyed.into_iter().map(|(_, p)| p).collect();
 
         let ds_reqs: Vec<(Reqs, &DaemonSet)> =
             ds_in.iter().map(|d| (b.daemon_reqs(d), *d)).collect();
@@ -591,8 +610,8 @@ impl<'s> Prepared<'s> {
 
         let mut shapes = Vec::new();
         let mut shape_ids: FxHashMap<ShapeKey, u32> = FxHashMap::default();
-        let mut pods = Vec::with_capacity(pods_in.len());
-        for p in &pods_in {
+        let mut pods = Vec::with_capacity(keyed.len());
+        for &(_, p) in &keyed {
             let key = ShapeKey::of(p);
             let shape = match shape_ids.get(&key) {
                 Some(&id) => id,
@@ -626,7 +645,7 @@ impl<'s> Prepared<'s> {
         Prepared {
             strings: b.strings,
             resources,
-            options: snapshot.options,
+            options: parts.options,
             pools,
             nodes,
             pods,

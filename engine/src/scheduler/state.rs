@@ -101,6 +101,8 @@ pub(crate) struct State<'p> {
     class_ids: FxHashMap<(u32, Relax), u32>,
     pub(crate) topo: Topology,
     nodes: Vec<NodeState>,
+    /// Existing nodes pods may go to, in order: all but the removed ones.
+    usable: Vec<usize>,
     pub(crate) claims: Vec<Claim>,
     order: ClaimOrder,
     pub(crate) pools: Vec<PoolState>,
@@ -157,9 +159,16 @@ fn set_change(changes: &mut Vec<(u32, ValueSet)>, key: u32, set: ValueSet) {
 }
 
 impl<'p> State<'p> {
-    pub(crate) fn new(p: &'p Prepared<'p>) -> Self {
+    /// A fresh run. `removed[n]` leaves existing node `n` out, as disruption
+    /// simulates: its pods are not counted and nothing lands on it. Its
+    /// capacity still counts against limits, as until it is gone it does.
+    pub(crate) fn new(p: &'p Prepared<'p>, removed: &[bool]) -> Self {
+        let is_removed = |n: usize| removed.get(n).copied().unwrap_or(false);
         let mut topo = Topology::new(p.groups.len());
         for (n, node) in p.nodes.iter().enumerate() {
+            if is_removed(n) {
+                continue;
+            }
             for bp in &node.bound {
                 for &g in &p.label_sets[bp.label_set as usize].counted_in {
                     if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
@@ -213,6 +222,7 @@ impl<'p> State<'p> {
                     ports: n.ports.clone(),
                 })
                 .collect(),
+            usable: (0..p.nodes.len()).filter(|&n| !is_removed(n)).collect(),
             claims: Vec::new(),
             order: ClaimOrder::default(),
             pools,
@@ -281,7 +291,8 @@ impl<'p> State<'p> {
     /// Places pod `pod` of class `cls`: existing nodes, then new NodeClaims
     /// fewest pods first, then a new NodeClaim from the first pool that fits.
     pub(crate) fn place(&mut self, pod: u32, cls: u32) -> Option<Spot> {
-        for n in 0..self.nodes.len() {
+        for i in 0..self.usable.len() {
+            let n = self.usable[i];
             if self.fits_node(n, cls) {
                 self.commit_node(n, cls);
                 return Some(Spot::Node(n));
