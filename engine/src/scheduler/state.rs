@@ -408,6 +408,7 @@ impl<'p> State<'p> {
         let pc = &p.pools[pool];
         let ok = first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred)
             .is_none()
+            && !names_a_host(p, class)
             && pc.incompatible_key(&class.reqs, &p.strings).is_none();
         self.pool_ok[cls as usize][pool] = if ok { 1 } else { 2 };
         ok
@@ -782,6 +783,16 @@ fn refresh_fixed(p: &Prepared, topo_keys: &[u32], claim: &mut Claim) {
             .and_then(|v| p.domain_index.get(&(k, v)).copied());
         claim.fixed.push(d.unwrap_or(u32::MAX));
     }
+}
+
+/// Whether the class requires particular hostnames. A new NodeClaim's
+/// hostname is not known before it launches (Karpenter gives it a unique
+/// placeholder), so such a pod only fits existing nodes.
+pub(crate) fn names_a_host(p: &Prepared, class: &Class) -> bool {
+    class
+        .reqs
+        .get(p.keys.hostname)
+        .is_some_and(|s| s.finite_values().is_some())
 }
 
 /// The domain index of `key` on existing node `n`, if it has the label.
