@@ -102,6 +102,10 @@ pub(crate) struct OfferingC {
 #[derive(Debug, Clone)]
 pub(crate) struct NodeC {
     pub(crate) name: String,
+    /// Index into [`Parts::nodes`].
+    pub(crate) source: u32,
+    pub(crate) initialized: bool,
+    pub(crate) in_flight: bool,
     /// Index into [`Prepared::pools`] of a managed node.
     pub(crate) pool: Option<usize>,
     /// Counts against the pool's limits.
@@ -126,6 +130,8 @@ pub(crate) struct BoundC {
 pub(crate) struct PodC<'s> {
     pub(crate) shape: u32,
     pub(crate) pod: &'s Pod,
+    /// Index into [`Parts::pods`].
+    pub(crate) source: u32,
 }
 
 impl PodC<'_> {
@@ -518,8 +524,13 @@ impl<'s> Prepared<'s> {
 
         let mut pools_in = parts.node_pools;
         pools_in.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
-        let mut nodes_in = parts.nodes;
-        nodes_in.sort_by(|a, b| {
+        let mut nodes_in: Vec<(u32, &Node)> = parts
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (i as u32, *n))
+            .collect();
+        nodes_in.sort_by(|(_, a), (_, b)| {
             b.initialized
                 .cmp(&a.initialized)
                 .then_with(|| a.name.cmp(&b.name))
@@ -528,9 +539,13 @@ impl<'s> Prepared<'s> {
         ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         // Sort by precomputed CPU and memory; the comparator then rarely
         // touches strings.
-        let mut keyed: Vec<((i64, i64), &'s Pod)> =
-            parts.pods.iter().map(|p| (pod_cpu_mem(p), *p)).collect();
-        keyed.sort_by(|(ka, a), (kb, b)| {
+        let mut keyed: Vec<((i64, i64), u32, &'s Pod)> = parts
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (pod_cpu_mem(p), i as u32, *p))
+            .collect();
+        keyed.sort_by(|(ka, _, a), (kb, _, b)| {
             kb.0.cmp(&ka.0)
                 .then(kb.1.cmp(&ka.1))
                 .then_with(|| pod_order(a, b))
@@ -545,7 +560,7 @@ impl<'s> Prepared<'s> {
 
         let nodes: Vec<NodeC> = nodes_in
             .iter()
-            .map(|n| {
+            .map(|&(source, n)| {
                 let pool_index = n
                     .node_pool
                     .as_ref()
@@ -596,6 +611,9 @@ impl<'s> Prepared<'s> {
                 }
                 NodeC {
                     name: n.name.clone(),
+                    source,
+                    initialized: n.initialized,
+                    in_flight: n.in_flight,
                     pool: pool_index,
                     capacity: resources.vector(n.capacity.as_ref().unwrap_or(&n.allocatable)),
                     labels: intern_labels(&n.labels, &mut b.strings),
@@ -611,7 +629,7 @@ impl<'s> Prepared<'s> {
         let mut shapes = Vec::new();
         let mut shape_ids: FxHashMap<ShapeKey, u32> = FxHashMap::default();
         let mut pods = Vec::with_capacity(keyed.len());
-        for &(_, p) in &keyed {
+        for &(_, source, p) in &keyed {
             let key = ShapeKey::of(p);
             let shape = match shape_ids.get(&key) {
                 Some(&id) => id,
@@ -622,7 +640,11 @@ impl<'s> Prepared<'s> {
                     id
                 }
             };
-            pods.push(PodC { shape, pod: p });
+            pods.push(PodC {
+                shape,
+                pod: p,
+                source,
+            });
         }
 
         // Which groups count which pods.

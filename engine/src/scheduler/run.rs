@@ -8,12 +8,13 @@
 use std::collections::VecDeque;
 
 use crate::plan::{Placement, Plan, Target, Unschedulable};
+use crate::requirements::ValueSet;
 
 use super::class::Relax;
 use super::explain;
 use super::output::{self, OfferingCache};
 use super::prepare::Prepared;
-use super::state::{Spot, State};
+use super::state::{Spot, State, distinct_values};
 
 pub(crate) struct Run<'p> {
     pub(crate) st: State<'p>,
@@ -81,6 +82,82 @@ impl<'p> Run<'p> {
         let shape = p.pods[self.pods[i] as usize].shape;
         let cls = self.st.class_for(shape, self.relax[i]);
         explain::explain(&mut self.st, cls)
+    }
+
+    /// NodeClaim `c`'s instance types, each with the price of its cheapest
+    /// available offering that fits the claim, cheapest first.
+    pub(crate) fn claim_prices(&mut self, c: usize) -> Vec<(usize, f64)> {
+        let p = self.st.p;
+        output::priced_types(p, &self.st.claims[c], &mut self.offerings)
+            .into_iter()
+            .map(|(t, o)| (t, o.price))
+            .collect()
+    }
+
+    /// Keeps only the instance types `keep` on NodeClaim `c`.
+    pub(crate) fn keep_claim_types(&mut self, c: usize, keep: &[usize]) {
+        let claim = &mut self.st.claims[c];
+        let mut mask = crate::bitset::Bits::empty(self.st.p.pools[claim.pool].types.len());
+        for &t in keep {
+            mask.set(t);
+        }
+        claim.mask.and_with(&mask);
+    }
+
+    /// Whether NodeClaim `c` allows `key = value` (no requirement allows it).
+    pub(crate) fn claim_allows(&self, c: usize, key: &str, value: &str) -> bool {
+        let strings = &self.st.p.strings;
+        let Some(k) = strings.lookup(key) else {
+            return true;
+        };
+        match self.st.claims[c].reqs.get(k) {
+            None => true,
+            Some(set) => strings
+                .lookup(value)
+                .is_some_and(|v| set.contains(v, strings)),
+        }
+    }
+
+    /// Narrows NodeClaim `c` to `key = value`; `false` when no value is known
+    /// by that name (nothing offers it).
+    pub(crate) fn narrow_claim(&mut self, c: usize, key: &str, value: &str) -> bool {
+        let strings = &self.st.p.strings;
+        let (Some(k), Some(v)) = (strings.lookup(key), strings.lookup(value)) else {
+            return false;
+        };
+        let claim = &mut self.st.claims[c];
+        claim.reqs.add(k, &ValueSet::single(v), strings);
+        true
+    }
+
+    pub(crate) fn claim_type_name(&self, c: usize, t: usize) -> &'p str {
+        let p = self.st.p;
+        p.pools[self.st.claims[c].pool]
+            .types
+            .get(t)
+            .map_or("", |ty| ty.name.as_str())
+    }
+
+    /// How many of `types` (cheapest first) it takes to meet the pool's
+    /// `minValues`; `None` when all of them do not.
+    pub(crate) fn types_for_min_values(&self, c: usize, types: &[usize]) -> Option<usize> {
+        let p = self.st.p;
+        let pool = self.st.claims[c].pool;
+        let mins = p.pools[pool].reqs.min_values();
+        if mins.is_empty() {
+            return Some(0);
+        }
+        let mut mask = crate::bitset::Bits::empty(p.pools[pool].types.len());
+        for (i, &t) in types.iter().enumerate() {
+            mask.set(t);
+            if mins
+                .iter()
+                .all(|&(key, min)| distinct_values(p, pool, &mask, key) >= min as usize)
+            {
+                return Some(i + 1);
+            }
+        }
+        None
     }
 
     /// Renders the run as a [`Plan`].
