@@ -30,14 +30,9 @@ pub(crate) fn selects(selector: Option<&LabelSelector>, labels: &Labels) -> bool
 }
 
 /// Whether the drain would call the Eviction API for this pod.
-fn evicted(p: &NodePod) -> bool {
-    let disrupted = Taint {
-        key: DISRUPTED_TAINT.to_string(),
-        value: String::new(),
-        effect: TaintEffect::NoSchedule,
-    };
+fn evicted(p: &NodePod, disrupted: &Taint) -> bool {
     let tolerates =
-        first_untolerated(std::slice::from_ref(&disrupted), &p.pod.tolerations, false).is_none();
+        first_untolerated(std::slice::from_ref(disrupted), &p.pod.tolerations, false).is_none();
     !p.mirror && !tolerates && p.do_not_disrupt.as_deref() != Some("true")
 }
 
@@ -45,7 +40,15 @@ fn evicted(p: &NodePod) -> bool {
 /// words it: a matching PDB with no disruption allowed, or several PDBs on
 /// one pod (the Eviction API refuses those). `pdbs` sorted by namespace, name.
 pub(crate) fn blocking(pdbs: &[&PodDisruptionBudget], pods: &[&NodePod]) -> Option<String> {
-    for p in pods.iter().filter(|p| evicted(p)) {
+    if pdbs.is_empty() {
+        return None;
+    }
+    let disrupted = Taint {
+        key: DISRUPTED_TAINT.to_string(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    };
+    for p in pods.iter().filter(|p| evicted(p, &disrupted)) {
         let matching: Vec<&PodDisruptionBudget> = pdbs
             .iter()
             .copied()

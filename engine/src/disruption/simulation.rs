@@ -8,10 +8,10 @@
 //! every simulation.
 
 use crate::plan::PodRef;
-use crate::scheduler::prepare::{Parts, Prepared};
+use crate::scheduler::prepare::{BoundRef, NodeRef, Parts, Prepared};
 use crate::scheduler::run::Run;
 use crate::scheduler::state::Spot;
-use crate::snapshot::{BoundPod, Node, Pod};
+use crate::snapshot::Pod;
 
 use super::candidates::Candidate;
 use super::cluster::Cluster;
@@ -28,15 +28,12 @@ enum Origin {
     Candidate(usize),
 }
 
-/// The scheduling inputs built from the cluster: kept apart from [`Prepared`],
-/// which borrows the pods.
+/// Which pods the prepared cluster places and where they come from; kept
+/// apart from [`Prepared`], which borrows them.
 pub(crate) struct Inputs<'s> {
-    nodes: Vec<Node>,
-    /// Per entry of `nodes`: its index in [`Cluster::nodes`].
-    node_of: Vec<usize>,
     pods: Vec<&'s Pod>,
     origin: Vec<Origin>,
-    /// Per entry of `nodes`: going away (deleting or expired).
+    /// Per node of [`Cluster::nodes`]: going away (deleting or expired).
     leaving: Vec<bool>,
 }
 
@@ -48,8 +45,6 @@ impl<'s> Inputs<'s> {
         }
         let mut pods: Vec<&'s Pod> = c.pending.clone();
         let mut origin = vec![Origin::Pending; pods.len()];
-        let mut nodes = Vec::with_capacity(c.nodes.len());
-        let mut node_of = Vec::with_capacity(c.nodes.len());
         let mut leaving = Vec::with_capacity(c.nodes.len());
         for (i, n) in c.nodes.iter().enumerate() {
             let gone = n.node.deleting || expired.get(i).copied().unwrap_or(false);
@@ -64,50 +59,43 @@ impl<'s> Inputs<'s> {
                     origin.push(o);
                 }
             }
-            let node = n.node;
-            nodes.push(Node {
-                name: node.name.clone(),
-                labels: node.labels.clone(),
-                taints: node.taints.clone(),
-                allocatable: node.allocatable.clone(),
-                capacity: node.capacity.clone(),
-                pods: n.pods.iter().map(|p| bound(&p.pod)).collect(),
-                initialized: node.initialized,
-                node_pool: node.node_pool.clone(),
-                in_flight: node.in_flight,
-            });
-            node_of.push(i);
             leaving.push(gone);
         }
         Inputs {
-            nodes,
-            node_of,
             pods,
             origin,
             leaving,
         }
     }
 
+    /// Every node stays in (nodes going away are left out of each run), so
+    /// that their capacity still counts against NodePool limits.
     pub(crate) fn prepare(&self, c: &Cluster<'s>) -> Prepared<'s> {
+        let nodes = c
+            .nodes
+            .iter()
+            .map(|n| {
+                let node = n.node;
+                NodeRef {
+                    name: &node.name,
+                    node_pool: node.node_pool.as_deref(),
+                    labels: &node.labels,
+                    taints: &node.taints,
+                    allocatable: &node.allocatable,
+                    capacity: node.capacity.as_ref(),
+                    initialized: node.initialized,
+                    in_flight: node.in_flight,
+                    pods: n.pods.iter().map(|p| BoundRef::of_pod(&p.pod)).collect(),
+                }
+            })
+            .collect();
         Prepared::from_parts(Parts {
             node_pools: c.pools.iter().map(|p| &p.spec.pool).collect(),
-            nodes: self.nodes.iter().collect(),
+            nodes,
             daemon_sets: c.daemon_sets.clone(),
             pods: self.pods.clone(),
             options: c.options.scheduling,
         })
-    }
-}
-
-/// What a pod bound to a node means to its neighbours.
-fn bound(p: &Pod) -> BoundPod {
-    BoundPod {
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-        labels: p.labels.clone(),
-        requests: p.requests.clone(),
-        host_ports: p.host_ports.clone(),
-        pod_anti_affinity: p.affinity.pod_anti_affinity.clone(),
     }
 }
 
@@ -153,11 +141,12 @@ impl<'p> Simulator<'p> {
         let mut node_index = vec![None; cluster_nodes];
         let mut removed = vec![false; p.nodes.len()];
         for (i, node) in p.nodes.iter().enumerate() {
-            let source = node.source as usize;
-            if let Some(&n) = inputs.node_of.get(source) {
-                node_index[n] = Some(i);
+            // Prepared from `Cluster::nodes` in order: the source is the index.
+            let n = node.source as usize;
+            if let Some(slot) = node_index.get_mut(n) {
+                *slot = Some(i);
             }
-            removed[i] = inputs.leaving.get(source).copied().unwrap_or(false);
+            removed[i] = inputs.leaving.get(n).copied().unwrap_or(false);
         }
         Simulator {
             p,
