@@ -22,6 +22,8 @@ use crate::snapshot::{
     ResourceList, Snapshot, Taint, Toleration, WhenUnsatisfiable,
 };
 
+use super::state::Start;
+
 /// Allocatable for a resource an instance type or node does not list: `pods`
 /// is then unlimited, everything else zero.
 const UNLIMITED: i64 = i64::MAX / 4;
@@ -46,6 +48,8 @@ pub struct Prepared<'s> {
     pub(crate) universes: FxHashMap<u32, Vec<u32>>,
     pub(crate) domain_index: FxHashMap<(u32, u32), u32>,
     pub(crate) keys: KeyIds,
+    /// What every scheduling run starts from.
+    pub(crate) start: Start,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -719,7 +723,7 @@ impl<'s> Prepared<'s> {
         let (universes, domain_index) =
             build_universes(&b.groups, &pools, &nodes, keys.hostname, &b.strings);
 
-        Prepared {
+        let mut prepared = Prepared {
             strings: b.strings,
             resources,
             options: parts.options,
@@ -732,7 +736,10 @@ impl<'s> Prepared<'s> {
             universes,
             domain_index,
             keys,
-        }
+            start: Start::empty(),
+        };
+        prepared.start = Start::new(&prepared);
+        prepared
     }
 }
 
