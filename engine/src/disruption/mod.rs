@@ -5,7 +5,7 @@
 //!
 //! Methods run in Karpenter's order and the first that finds a command wins:
 //! `emptiness`, `drift`, `multi_node` then `single_node` consolidation (both
-//! in `consolidation`). Before them, `candidates` sorts out which nodes may be
+//! built on `consolidation`). Before them, `candidates` sorts out which nodes may be
 //! disrupted at all and `budgets` how many per NodePool and reason; `expiration`
 //! is its own forceful list. Simulations (`simulation`) run the provisioning
 //! scheduler with nodes removed. `cron` and `duration` read budget schedules
@@ -61,6 +61,27 @@ pub(crate) struct Draft {
     pub(crate) replacements_price: f64,
 }
 
+/// The methods that simulate: drift, then multi- and single-node
+/// consolidation. The cluster is prepared for scheduling once, here, since
+/// emptiness does without.
+fn simulated(
+    c: &Cluster,
+    cands: &[candidates::Candidate],
+    expired: &[bool],
+    budgets: &Budgets,
+    notes: &mut Notes,
+) -> Option<Draft> {
+    let inputs = Inputs::new(c, cands, expired);
+    let prepared = inputs.prepare(c);
+    let sim = Simulator::new(&inputs, &prepared, c.nodes.len());
+    drift::run(c, cands, &sim, budgets.clone(), notes).or_else(|| {
+        let ctx = Ctx::new(c, cands, &sim);
+        let eligible = ctx.eligible(notes);
+        multi_node::run(&ctx, &eligible, budgets.clone())
+            .or_else(|| single_node::run(&ctx, &eligible, budgets, notes))
+    })
+}
+
 /// Decides this round's disruption. Pure: same snapshot, same plan.
 pub fn disrupt(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
     let c = Cluster::new(snapshot);
@@ -69,18 +90,8 @@ pub fn disrupt(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
     let cands = candidates::collect(&c, &expired, &mut notes);
     let budgets = Budgets::new(&c, &expired);
 
-    let inputs = Inputs::new(&c, &cands, &expired);
-    let prepared = inputs.prepare(&c);
-    let sim = Simulator::new(&inputs, &prepared, c.nodes.len());
-    let ctx = Ctx::new(&c, &cands, &sim);
-
     let draft = emptiness::run(&cands, budgets.clone(), &mut notes)
-        .or_else(|| drift::run(&c, &cands, &sim, budgets.clone(), &mut notes))
-        .or_else(|| {
-            let eligible = ctx.eligible(&mut notes);
-            multi_node::run(&ctx, &eligible, budgets.clone())
-                .or_else(|| single_node::run(&ctx, &eligible, &budgets, &mut notes))
-        });
+        .or_else(|| simulated(&c, &cands, &expired, &budgets, &mut notes));
 
     let mut in_command = vec![false; c.nodes.len()];
     for &n in draft.iter().flat_map(|d| &d.nodes) {

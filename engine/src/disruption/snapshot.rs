@@ -128,7 +128,8 @@ pub struct ClusterNode {
     pub allocatable: ResourceList,
     /// Counts against NodePool limits; `allocatable` is used when absent.
     pub capacity: Option<ResourceList>,
-    /// Every pod bound here, daemonset and mirror pods included.
+    /// Every pod bound here that is not terminal (Succeeded or Failed),
+    /// daemonset and mirror pods included.
     pub pods: Vec<NodePod>,
     /// A NodeClaim launched but without a Node yet.
     pub in_flight: bool,
