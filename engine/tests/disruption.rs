@@ -389,6 +389,21 @@ fn single_node_replaces_an_oversized_node_with_a_cheaper_spot_node() {
 }
 
 #[test]
+fn a_pending_pod_that_fits_nowhere_does_not_stop_consolidation() {
+    let mut s = dsnapshot(
+        vec![dpool("default", d_series())],
+        vec![filled(d("big", "Standard_D16s_v5"), 2, 1000)],
+    );
+    s.pending_pods = vec![pod("huge", 100_000, GI)];
+    let plan = disrupt(&s);
+    let cmd = command(&plan);
+    assert_eq!(cmd.candidates, ["big"]);
+    assert_eq!(cmd.replacements.new_node_claims.len(), 1);
+    // Simulated like Karpenter, with the pending pod, which stays pending.
+    assert_eq!(cmd.replacements.unschedulable.len(), 1);
+}
+
+#[test]
 fn a_node_with_no_cheaper_replacement_is_kept() {
     let plan = disrupt(&dsnapshot(
         vec![on_demand_only(dpool("default", d_series()))],

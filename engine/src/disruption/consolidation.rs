@@ -180,15 +180,17 @@ fn replace(
         return Err("Filtering by price: minValues requirement is not met".into());
     }
     run.keep_claim_types(0, &ids);
-    let plan = run.into_plan();
-    match (plan.new_node_claims.as_slice(), plan.unschedulable.first()) {
-        ([claim], None) => {
-            let price = claim.cheapest.as_ref().map_or(0.0, |o| o.price);
-            Ok((plan, price))
-        }
-        (_, Some(u)) => Err(format!("Filtering by price: {}", u.reason)),
-        _ => Err(NOT_CHEAPER.into()),
+    if let Some(why) = run.claim_error(0) {
+        return Err(format!("Filtering by price: {why}"));
     }
+    let plan = run.into_plan();
+    let price = plan
+        .new_node_claims
+        .first()
+        .and_then(|c| c.cheapest.as_ref())
+        .map(|o| o.price)
+        .ok_or_else(|| NOT_CHEAPER.to_string())?;
+    Ok((plan, price))
 }
 
 /// The replacement's types priced below `limit`, cheapest first.

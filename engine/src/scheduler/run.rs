@@ -160,6 +160,14 @@ impl<'p> Run<'p> {
         None
     }
 
+    /// Why NodeClaim `c` could not be written out as it stands (minValues
+    /// lost to the instance-type cap), if it could not.
+    pub(crate) fn claim_error(&mut self, c: usize) -> Option<String> {
+        let p = self.st.p;
+        let (_, names) = output::name_table(p);
+        output::node_claim(p, &self.st.claims[c], &mut self.offerings, &names).err()
+    }
+
     /// Renders the run as a [`Plan`].
     pub(crate) fn into_plan(mut self) -> Plan {
         let p = self.st.p;
