@@ -77,6 +77,11 @@ impl Interner {
         id
     }
 
+    /// The id of `s` if it was interned.
+    pub(crate) fn lookup(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+
     pub(crate) fn str(&self, id: u32) -> &str {
         self.strings.get(id as usize).map_or("", String::as_str)
     }

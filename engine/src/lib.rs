@@ -1,7 +1,10 @@
-//! The pure provisioning engine: given a [`Snapshot`] of the cluster (NodePools
-//! with their instance types, existing nodes, daemonsets, pending pods), return
-//! a [`Plan`]: which pods go on which existing node, which new NodeClaims to
-//! create, and why the rest cannot be scheduled.
+//! The pure provisioning and disruption engine: given a [`Snapshot`] of the
+//! cluster (NodePools with their instance types, existing nodes, daemonsets,
+//! pending pods), return a [`Plan`]: which pods go on which existing node,
+//! which new NodeClaims to create, and why the rest cannot be scheduled. Given
+//! a [`disruption::DisruptionSnapshot`], [`disrupt`] returns a
+//! [`disruption::DisruptionPlan`]: which nodes to remove or replace now, and
+//! why every other node stays.
 //!
 //! # Using it
 //! - Build a [`Snapshot`]: plain serde data. Resource amounts are integers in
@@ -16,11 +19,15 @@
 //!   full requirement list (with `node.kubernetes.io/instance-type In [...]`,
 //!   cheapest first) to create it with, [`Plan::pods_of`] its pods and
 //!   [`Plan::total_price_per_hour`] the cost of the cheapest offerings.
+//! - For disruption, build a [`disruption::DisruptionSnapshot`] (the same
+//!   NodePools with their disruption settings, nodes with their bound pods'
+//!   full specs, PDBs, `now` in Unix seconds) and call [`disrupt`] every pass.
+//!   Its command's replacements are a [`Plan`], created like provisioning's.
 //! - [`bench::scheduling_snapshot`] reproduces Karpenter's scheduling benchmark.
 //!
 //! # Where to start reading
 //! `snapshot` and `plan` (the API), then `scheduler` (its module doc lists the
-//! order). The label algebra is `requirements`; `selector`, `taints`,
+//! order), then `disruption` (which runs the scheduler to simulate). The label algebra is `requirements`; `selector`, `taints`,
 //! `resources`, `bitset`, `intern` and `map` are small helpers.
 //!
 //! # Invariants
@@ -47,6 +54,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod bench;
+pub mod disruption;
 pub mod labels;
 mod map;
 pub mod plan;
@@ -61,6 +69,7 @@ mod scheduler;
 mod selector;
 mod taints;
 
+pub use disruption::disrupt;
 pub use plan::{NewNodeClaim, OfferingChoice, Placement, Plan, PodRef, Target, Unschedulable};
 pub use quantity::{Quantity, QuantityError, parse_resource};
 pub use resources::format_amount as format_resource;

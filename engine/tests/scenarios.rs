@@ -95,6 +95,27 @@ fn untolerated_taint_is_named() {
 }
 
 #[test]
+fn a_pod_pinned_to_a_hostname_only_fits_that_node() {
+    let mut pinned = pod("pinned", 500, 0);
+    pinned.node_selector = labels(&[(HOSTNAME, "home")]);
+    let mut s = snapshot(vec![pool("default", d_series())], vec![pinned]);
+    let plan = schedule(&s);
+    assert!(plan.new_node_claims.is_empty(), "{plan:#?}");
+    assert!(
+        reason_of(&plan, "pinned").contains(
+            "requirement kubernetes.io/hostname In [home] not met: a new node's hostname is not known in advance"
+        ),
+        "{plan:#?}"
+    );
+    s.nodes = vec![node("home", 4, 16, &[(HOSTNAME, "home")])];
+    let plan = schedule(&s);
+    assert_eq!(
+        target_of(&plan, "pinned"),
+        Some(&Target::ExistingNode("home".into()))
+    );
+}
+
+#[test]
 fn heavier_nodepool_wins_even_when_pricier() {
     let pricey: Vec<InstanceType> = d_series()
         .into_iter()

@@ -6,7 +6,7 @@ use crate::resources::{add, format_amount};
 use crate::taints::{describe, first_untolerated};
 
 use super::prepare::GroupKind;
-use super::state::State;
+use super::state::{State, names_a_host};
 
 pub(crate) fn explain(st: &mut State, cls: u32) -> String {
     let p = st.p;
@@ -31,6 +31,17 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
     let strings = &p.strings;
     if let Some(t) = first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred) {
         return format!("did not tolerate taint {}", describe(t));
+    }
+    if names_a_host(p, &class) {
+        let key = strings.str(p.keys.hostname);
+        let want = class
+            .reqs
+            .get(p.keys.hostname)
+            .map(|s| s.describe(key, strings))
+            .unwrap_or_default();
+        return format!(
+            "requirement {want} not met: a new node's hostname is not known in advance"
+        );
     }
     if let Some(k) = pc.incompatible_key(&class.reqs, strings) {
         let key = strings.str(k);

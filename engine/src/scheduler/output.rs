@@ -88,19 +88,16 @@ impl OfferingCache {
     }
 }
 
-/// The NodeClaim as the host will create it, or why it cannot be made
-/// (minValues lost when truncating to the cheapest types, Strict policy).
-/// `names[pool][type]`: the type's index in [`crate::Plan::instance_types`].
-pub(crate) fn node_claim(
-    p: &Prepared,
+/// The types a NodeClaim may still become, each with its cheapest available
+/// offering that fits the claim, cheapest first (then by name): the order a
+/// [`NewNodeClaim`] lists them in.
+pub(crate) fn priced_types<'p>(
+    p: &'p Prepared,
     claim: &Claim,
     cache: &mut OfferingCache,
-    names: &[Vec<u32>],
-) -> Result<NewNodeClaim, String> {
+) -> Vec<(usize, &'p OfferingC)> {
     let pc = &p.pools[claim.pool];
-    let strings = &p.strings;
-    let cached = cache.fitting(p, claim);
-    let fitting = &cached.offerings;
+    let fitting = &cache.fitting(p, claim).offerings;
     let mut types: Vec<(usize, &OfferingC)> = claim
         .mask
         .ones()
@@ -115,7 +112,24 @@ pub(crate) fn node_claim(
             .total_cmp(&b.1.price)
             .then_with(|| pc.types[a.0].name.cmp(&pc.types[b.0].name))
     });
+    types
+}
+
+/// The NodeClaim as the host will create it, or why it cannot be made
+/// (minValues lost when truncating to the cheapest types, Strict policy).
+/// `names[pool][type]`: the type's index in [`crate::Plan::instance_types`].
+pub(crate) fn node_claim(
+    p: &Prepared,
+    claim: &Claim,
+    cache: &mut OfferingCache,
+    names: &[Vec<u32>],
+) -> Result<NewNodeClaim, String> {
+    let pc = &p.pools[claim.pool];
+    let strings = &p.strings;
+    let mut types = priced_types(p, claim, cache);
     types.truncate(p.options.max_instance_types.max(1));
+    let cached = cache.fitting(p, claim);
+    let fitting = &cached.offerings;
 
     let mut kept = crate::bitset::Bits::empty(pc.types.len());
     for (t, _) in &types {

@@ -17,10 +17,12 @@ use crate::requirements::{Reqs, ValueSet};
 use crate::resources::{POD_SLOT, ResourceNames, sub};
 use crate::selector::{Selector, intern_labels, label_value};
 use crate::snapshot::{
-    DaemonSet, HostPort, InstanceType, NodeAffinity, NodeInclusionPolicy, NodeSelectorTerm,
-    Offering, Operator, Options, Pod, PodAffinity, PodAffinityTerm, Snapshot, Taint, Toleration,
-    WhenUnsatisfiable,
+    BoundPod, DaemonSet, HostPort, InstanceType, Labels, Node, NodeAffinity, NodeInclusionPolicy,
+    NodePool, NodeSelectorTerm, Offering, Operator, Options, Pod, PodAffinity, PodAffinityTerm,
+    ResourceList, Snapshot, Taint, Toleration, WhenUnsatisfiable,
 };
+
+use super::state::Start;
 
 /// Allocatable for a resource an instance type or node does not list: `pods`
 /// is then unlimited, everything else zero.
@@ -46,6 +48,8 @@ pub struct Prepared<'s> {
     pub(crate) universes: FxHashMap<u32, Vec<u32>>,
     pub(crate) domain_index: FxHashMap<(u32, u32), u32>,
     pub(crate) keys: KeyIds,
+    /// What every scheduling run starts from.
+    pub(crate) start: Start,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +106,10 @@ pub(crate) struct OfferingC {
 #[derive(Debug, Clone)]
 pub(crate) struct NodeC {
     pub(crate) name: String,
+    /// Index into [`Parts::nodes`].
+    pub(crate) source: u32,
+    pub(crate) initialized: bool,
+    pub(crate) in_flight: bool,
     /// Index into [`Prepared::pools`] of a managed node.
     pub(crate) pool: Option<usize>,
     /// Counts against the pool's limits.
@@ -126,6 +134,8 @@ pub(crate) struct BoundC {
 pub(crate) struct PodC<'s> {
     pub(crate) shape: u32,
     pub(crate) pod: &'s Pod,
+    /// Index into [`Parts::pods`].
+    pub(crate) source: u32,
 }
 
 impl PodC<'_> {
@@ -237,14 +247,11 @@ fn pod_cpu_mem(p: &Pod) -> (i64, i64) {
     (get("cpu"), get("memory"))
 }
 
-/// Karpenter's pod order: CPU desc, memory desc, creation, uid (then name for
-/// a total order).
-fn pod_order(a: &Pod, b: &Pod) -> Ordering {
-    let (ac, am) = pod_cpu_mem(a);
-    let (bc, bm) = pod_cpu_mem(b);
-    bc.cmp(&ac)
-        .then(bm.cmp(&am))
-        .then(a.creation.cmp(&b.creation))
+/// Karpenter's order among pods of equal CPU and memory: creation, uid (then
+/// namespace and name for a total order).
+fn pod_tie_order(a: &Pod, b: &Pod) -> Ordering {
+    a.creation
+        .cmp(&b.creation)
         .then_with(|| a.uid.cmp(&b.uid))
         .then_with(|| a.namespace.cmp(&b.namespace))
         .then_with(|| a.name.cmp(&b.name))
@@ -465,8 +472,91 @@ impl Builder {
     }
 }
 
+/// What [`Prepared`] is built from: a [`Snapshot`]'s collections, borrowed, so
+/// that disruption can assemble one from its own types without copying.
+pub(crate) struct Parts<'a, 's> {
+    pub(crate) node_pools: Vec<&'a NodePool>,
+    pub(crate) nodes: Vec<NodeRef<'a>>,
+    pub(crate) daemon_sets: Vec<&'a DaemonSet>,
+    /// Pods to place; only these are kept by reference.
+    pub(crate) pods: Vec<&'s Pod>,
+    pub(crate) options: Options,
+}
+
+/// An existing node as preparation reads it.
+pub(crate) struct NodeRef<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) node_pool: Option<&'a str>,
+    pub(crate) labels: &'a Labels,
+    pub(crate) taints: &'a [Taint],
+    pub(crate) allocatable: &'a ResourceList,
+    /// Counts against NodePool limits; `allocatable` when absent.
+    pub(crate) capacity: Option<&'a ResourceList>,
+    pub(crate) initialized: bool,
+    pub(crate) in_flight: bool,
+    pub(crate) pods: Vec<BoundRef<'a>>,
+}
+
+impl<'a> NodeRef<'a> {
+    pub(crate) fn of(n: &'a Node) -> Self {
+        NodeRef {
+            name: &n.name,
+            node_pool: n.node_pool.as_deref(),
+            labels: &n.labels,
+            taints: &n.taints,
+            allocatable: &n.allocatable,
+            capacity: n.capacity.as_ref(),
+            initialized: n.initialized,
+            in_flight: n.in_flight,
+            pods: n.pods.iter().map(BoundRef::of).collect(),
+        }
+    }
+}
+
+/// A pod bound to a node, as its neighbours see it.
+#[derive(Clone, Copy)]
+pub(crate) struct BoundRef<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) labels: &'a Labels,
+    pub(crate) requests: &'a ResourceList,
+    pub(crate) host_ports: &'a [HostPort],
+    pub(crate) anti_affinity: Option<&'a PodAffinity>,
+}
+
+impl<'a> BoundRef<'a> {
+    pub(crate) fn of(b: &'a BoundPod) -> Self {
+        BoundRef {
+            namespace: &b.namespace,
+            labels: &b.labels,
+            requests: &b.requests,
+            host_ports: &b.host_ports,
+            anti_affinity: b.pod_anti_affinity.as_ref(),
+        }
+    }
+
+    pub(crate) fn of_pod(p: &'a Pod) -> Self {
+        BoundRef {
+            namespace: &p.namespace,
+            labels: &p.labels,
+            requests: &p.requests,
+            host_ports: &p.host_ports,
+            anti_affinity: p.affinity.pod_anti_affinity.as_ref(),
+        }
+    }
+}
+
 impl<'s> Prepared<'s> {
     pub fn new(snapshot: &'s Snapshot) -> Prepared<'s> {
+        Prepared::from_parts(Parts {
+            node_pools: snapshot.node_pools.iter().collect(),
+            nodes: snapshot.nodes.iter().map(NodeRef::of).collect(),
+            daemon_sets: snapshot.daemon_sets.iter().collect(),
+            pods: snapshot.pods.iter().collect(),
+            options: snapshot.options,
+        })
+    }
+
+    pub(crate) fn from_parts(parts: Parts<'_, 's>) -> Prepared<'s> {
         let mut b = Builder {
             strings: Interner::default(),
             groups: Vec::new(),
@@ -484,38 +574,45 @@ impl<'s> Prepared<'s> {
         };
 
         let resources = ResourceNames::new(
-            snapshot
+            parts
                 .node_pools
                 .iter()
                 .flat_map(|p| {
                     std::iter::once(&p.limits).chain(p.instance_types.iter().map(|t| &t.capacity))
                 })
-                .chain(snapshot.nodes.iter().map(|n| &n.allocatable))
-                .chain(snapshot.pods.iter().map(|p| &p.requests))
-                .chain(snapshot.daemon_sets.iter().map(|d| &d.requests)),
+                .chain(parts.nodes.iter().map(|n| n.allocatable))
+                .chain(parts.pods.iter().map(|p| &p.requests))
+                .chain(parts.daemon_sets.iter().map(|d| &d.requests)),
         );
 
-        let mut pools_in: Vec<_> = snapshot.node_pools.iter().collect();
+        let mut pools_in = parts.node_pools;
         pools_in.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
-        let mut nodes_in: Vec<_> = snapshot.nodes.iter().collect();
-        nodes_in.sort_by(|a, b| {
+        let mut nodes_in: Vec<(u32, &NodeRef)> = parts
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (i as u32, n))
+            .collect();
+        nodes_in.sort_by(|(_, a), (_, b)| {
             b.initialized
                 .cmp(&a.initialized)
-                .then_with(|| a.name.cmp(&b.name))
+                .then_with(|| a.name.cmp(b.name))
         });
-        let mut ds_in: Vec<_> = snapshot.daemon_sets.iter().collect();
+        let mut ds_in = parts.daemon_sets;
         ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let pods_in: Vec<_> = snapshot.pods.iter().collect();
-        // Sort by precomputed CPU and memory; the comparator then rarely
-        // touches strings.
-        let mut keyed: Vec<((i64, i64), &Pod)> =
-            pods_in.iter().map(|p| (pod_cpu_mem(p), *p)).collect();
-        keyed.sort_by(|(ka, a), (kb, b)| {
+        // Karpenter's order: CPU desc, memory desc (precomputed, so that
+        // ties do not read the requests again), then creation and uid.
+        let mut keyed: Vec<((i64, i64), u32, &'s Pod)> = parts
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (pod_cpu_mem(p), i as u32, *p))
+            .collect();
+        keyed.sort_by(|(ka, _, a), (kb, _, b)| {
             kb.0.cmp(&ka.0)
                 .then(kb.1.cmp(&ka.1))
-                .then_with(|| pod_order(a, b))
+                .then_with(|| pod_tie_order(a, b))
         });
-        let pods_in: Vec<&Pod> = keyed.into_iter().map(|(_, p)| p).collect();
 
         let ds_reqs: Vec<(Reqs, &DaemonSet)> =
             ds_in.iter().map(|d| (b.daemon_reqs(d), *d)).collect();
@@ -526,11 +623,10 @@ impl<'s> Prepared<'s> {
 
         let nodes: Vec<NodeC> = nodes_in
             .iter()
-            .map(|n| {
+            .map(|&(source, n)| {
                 let pool_index = n
                     .node_pool
-                    .as_ref()
-                    .and_then(|name| pools.iter().position(|p| &p.name == name));
+                    .and_then(|name| pools.iter().position(|p| p.name == name));
                 let pool = pool_index.map(|i| &pools[i]);
                 let taints = n
                     .taints
@@ -546,7 +642,7 @@ impl<'s> Prepared<'s> {
                     })
                     .cloned()
                     .collect();
-                let mut allocatable = resources.vector(&n.allocatable);
+                let mut allocatable = resources.vector(n.allocatable);
                 if !n.allocatable.contains_key(PODS) {
                     allocatable[POD_SLOT] = UNLIMITED;
                 }
@@ -554,32 +650,32 @@ impl<'s> Prepared<'s> {
                 let mut ports = Vec::new();
                 let mut bound = Vec::new();
                 for bp in &n.pods {
-                    let r = resources.vector(&bp.requests);
+                    let r = resources.vector(bp.requests);
                     crate::resources::add(&mut used, &r);
                     if !bp.requests.contains_key(PODS) {
                         used[POD_SLOT] += 1;
                     }
                     ports.extend(bp.host_ports.iter().map(PortC::new));
-                    let label_set = b.label_set(&bp.namespace, &bp.labels);
+                    let label_set = b.label_set(bp.namespace, bp.labels);
                     let anti = bp
-                        .pod_anti_affinity
-                        .as_ref()
+                        .anti_affinity
                         .map(|a| {
                             a.required
                                 .iter()
-                                .map(|t| {
-                                    b.affinity_group(GroupKind::AntiAffinity, t, &bp.namespace)
-                                })
+                                .map(|t| b.affinity_group(GroupKind::AntiAffinity, t, bp.namespace))
                                 .collect()
                         })
                         .unwrap_or_default();
                     bound.push(BoundC { label_set, anti });
                 }
                 NodeC {
-                    name: n.name.clone(),
+                    name: n.name.to_string(),
+                    source,
+                    initialized: n.initialized,
+                    in_flight: n.in_flight,
                     pool: pool_index,
-                    capacity: resources.vector(n.capacity.as_ref().unwrap_or(&n.allocatable)),
-                    labels: intern_labels(&n.labels, &mut b.strings),
+                    capacity: resources.vector(n.capacity.unwrap_or(n.allocatable)),
+                    labels: intern_labels(n.labels, &mut b.strings),
                     taints,
                     allocatable,
                     used,
@@ -591,8 +687,8 @@ impl<'s> Prepared<'s> {
 
         let mut shapes = Vec::new();
         let mut shape_ids: FxHashMap<ShapeKey, u32> = FxHashMap::default();
-        let mut pods = Vec::with_capacity(pods_in.len());
-        for p in &pods_in {
+        let mut pods = Vec::with_capacity(keyed.len());
+        for &(_, source, p) in &keyed {
             let key = ShapeKey::of(p);
             let shape = match shape_ids.get(&key) {
                 Some(&id) => id,
@@ -603,7 +699,11 @@ impl<'s> Prepared<'s> {
                     id
                 }
             };
-            pods.push(PodC { shape, pod: p });
+            pods.push(PodC {
+                shape,
+                pod: p,
+                source,
+            });
         }
 
         // Which groups count which pods.
@@ -623,10 +723,10 @@ impl<'s> Prepared<'s> {
         let (universes, domain_index) =
             build_universes(&b.groups, &pools, &nodes, keys.hostname, &b.strings);
 
-        Prepared {
+        let mut prepared = Prepared {
             strings: b.strings,
             resources,
-            options: snapshot.options,
+            options: parts.options,
             pools,
             nodes,
             pods,
@@ -636,7 +736,10 @@ impl<'s> Prepared<'s> {
             universes,
             domain_index,
             keys,
-        }
+            start: Start::empty(),
+        };
+        prepared.start = Start::new(&prepared);
+        prepared
     }
 }
 

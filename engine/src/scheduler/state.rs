@@ -31,12 +31,6 @@ pub(crate) struct Claim {
 }
 
 #[derive(Debug, Clone)]
-struct NodeState {
-    used: Vec<i64>,
-    ports: Vec<PortC>,
-}
-
-#[derive(Debug, Clone)]
 pub(crate) struct PoolState {
     pub(crate) masks: PoolMasks,
     remaining: Vec<Option<i64>>,
@@ -100,7 +94,14 @@ pub(crate) struct State<'p> {
     pub(crate) classes: Vec<Class>,
     class_ids: FxHashMap<(u32, Relax), u32>,
     pub(crate) topo: Topology,
-    nodes: Vec<NodeState>,
+    nodes: usize,
+    /// Per existing node and resource (`nodes * resources`): what is in use.
+    used: Vec<i64>,
+    /// Per existing node: host ports taken by pods placed in this run (those
+    /// of its bound pods are in [`NodeC::ports`]).
+    ports: Vec<Vec<PortC>>,
+    /// Existing nodes pods may go to, in order: all but the removed ones.
+    usable: Vec<usize>,
     pub(crate) claims: Vec<Claim>,
     order: ClaimOrder,
     pub(crate) pools: Vec<PoolState>,
@@ -157,62 +158,40 @@ fn set_change(changes: &mut Vec<(u32, ValueSet)>, key: u32, set: ValueSet) {
 }
 
 impl<'p> State<'p> {
-    pub(crate) fn new(p: &'p Prepared<'p>) -> Self {
-        let mut topo = Topology::new(p.groups.len());
+    /// A fresh run. `removed[n]` leaves existing node `n` out, as disruption
+    /// simulates: its pods are not counted and nothing lands on it. Its
+    /// capacity still counts against limits, as until it is gone it does.
+    pub(crate) fn new(p: &'p Prepared<'p>, removed: &[bool]) -> Self {
+        let is_removed = |n: usize| removed.get(n).copied().unwrap_or(false);
+        // Counted once per prepared snapshot; only what leaves is taken out.
+        let mut topo = p.start.topo.clone();
         for (n, node) in p.nodes.iter().enumerate() {
+            if !is_removed(n) {
+                continue;
+            }
             for bp in &node.bound {
                 for &g in &p.label_sets[bp.label_set as usize].counted_in {
                     if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
-                        topo.record(g, d);
+                        topo.unrecord(g, d);
                     }
                 }
                 for &g in &bp.anti {
                     if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
-                        topo.record_owner(g, d);
+                        topo.unrecord_owner(g, d);
                     }
                 }
             }
         }
-        let pools = p
-            .pools
-            .iter()
-            .enumerate()
-            .map(|(i, pool)| {
-                let mut remaining = pool.limits.clone();
-                let mut nodes_remaining = pool.node_limit;
-                for node in p.nodes.iter().filter(|n| n.pool == Some(i)) {
-                    for (r, cap) in remaining.iter_mut().zip(&node.capacity) {
-                        if let Some(r) = r {
-                            *r -= cap;
-                        }
-                    }
-                    if let Some(n) = &mut nodes_remaining {
-                        *n -= 1;
-                    }
-                }
-                let mut st = PoolState {
-                    masks: PoolMasks::default(),
-                    remaining,
-                    nodes_remaining,
-                    limit_mask: Bits::empty(0),
-                };
-                st.limit_mask = limit_mask(p, i, &st.remaining);
-                st
-            })
-            .collect();
+        let pools = p.start.pools.clone();
         State {
             p,
             classes: Vec::new(),
             class_ids: FxHashMap::default(),
             topo,
-            nodes: p
-                .nodes
-                .iter()
-                .map(|n| NodeState {
-                    used: n.used.clone(),
-                    ports: n.ports.clone(),
-                })
-                .collect(),
+            nodes: p.nodes.len(),
+            used: p.start.used.clone(),
+            ports: vec![Vec::new(); p.nodes.len()],
+            usable: (0..p.nodes.len()).filter(|&n| !is_removed(n)).collect(),
             claims: Vec::new(),
             order: ClaimOrder::default(),
             pools,
@@ -263,7 +242,7 @@ impl<'p> State<'p> {
         });
         if let Some(g) = empty_slot.filter(|g| !self.free.contains_key(g)) {
             {
-                let base = self.nodes.len() as u32;
+                let base = self.nodes as u32;
                 let list = (0..self.claims.len() as u32)
                     .filter(|&c| self.topo.count(g, base + c) == 0)
                     .collect();
@@ -281,7 +260,8 @@ impl<'p> State<'p> {
     /// Places pod `pod` of class `cls`: existing nodes, then new NodeClaims
     /// fewest pods first, then a new NodeClaim from the first pool that fits.
     pub(crate) fn place(&mut self, pod: u32, cls: u32) -> Option<Spot> {
-        for n in 0..self.nodes.len() {
+        for i in 0..self.usable.len() {
+            let n = self.usable[i];
             if self.fits_node(n, cls) {
                 self.commit_node(n, cls);
                 return Some(Spot::Node(n));
@@ -345,7 +325,7 @@ impl<'p> State<'p> {
         if let Some(g) = self.empty_slot_group[cls as usize] {
             // Only NodeClaims without the group's pods can take it: scan those,
             // in the same order as the full scan.
-            let base = self.nodes.len() as u32;
+            let base = self.nodes as u32;
             let mut list = self.free.remove(&g).unwrap_or_default();
             list.retain(|&c| self.topo.count(g, base + c) == 0);
             if list.len() * 4 < self.claims.len() {
@@ -397,6 +377,7 @@ impl<'p> State<'p> {
         let pc = &p.pools[pool];
         let ok = first_untolerated(&pc.taints, &class.tolerations, class.tolerate_preferred)
             .is_none()
+            && !names_a_host(p, class)
             && pc.incompatible_key(&class.reqs, &p.strings).is_none();
         self.pool_ok[cls as usize][pool] = if ok { 1 } else { 2 };
         ok
@@ -405,24 +386,24 @@ impl<'p> State<'p> {
     pub(crate) fn fits_node(&self, n: usize, cls: u32) -> bool {
         let p = self.p;
         let node = &p.nodes[n];
-        let st = &self.nodes[n];
         let class = &self.classes[cls as usize];
         if first_untolerated(&node.taints, &class.tolerations, class.tolerate_preferred).is_some() {
             return false;
         }
-        if class
-            .ports
-            .iter()
-            .any(|a| st.ports.iter().any(|b| a.conflicts(b)))
-        {
+        if class.ports.iter().any(|a| {
+            node.ports
+                .iter()
+                .chain(&self.ports[n])
+                .any(|b| a.conflicts(b))
+        }) {
             return false;
         }
         if !class.reqs.matches_labels(&node.labels, &p.strings) {
             return false;
         }
         // Checked in place: this runs for every pod on every existing node.
-        let fits = st
-            .used
+        let width = p.resources.len();
+        let fits = self.used[n * width..(n + 1) * width]
             .iter()
             .zip(&class.requests)
             .zip(&node.allocatable)
@@ -457,7 +438,7 @@ impl<'p> State<'p> {
     }
 
     fn slot_of_new_claim(&self) -> u32 {
-        (self.nodes.len() + self.claims.len()) as u32
+        (self.nodes + self.claims.len()) as u32
     }
 
     /// Tries the pod on NodeClaim `claim`, or on a fresh one from `pool`; on
@@ -494,7 +475,7 @@ impl<'p> State<'p> {
                     &cl.mask,
                     cl.requests.as_slice(),
                     cl.ports.as_slice(),
-                    (self.nodes.len() + c) as u32,
+                    (self.nodes + c) as u32,
                 )
             }
             None => (
@@ -502,7 +483,7 @@ impl<'p> State<'p> {
                 &ps.limit_mask,
                 pc.daemon_overhead.as_slice(),
                 &[][..],
-                (self.nodes.len() + self.claims.len()) as u32,
+                (self.nodes + self.claims.len()) as u32,
             ),
         };
         if mask.is_empty()
@@ -638,9 +619,9 @@ impl<'p> State<'p> {
 
     fn commit_node(&mut self, n: usize, cls: u32) {
         let class = &self.classes[cls as usize];
-        let st = &mut self.nodes[n];
-        add(&mut st.used, &class.requests);
-        st.ports.extend(class.ports.iter().cloned());
+        let width = self.p.resources.len();
+        add(&mut self.used[n * width..(n + 1) * width], &class.requests);
+        self.ports[n].extend(class.ports.iter().cloned());
         self.record(Spot::Node(n), cls);
     }
 
@@ -684,7 +665,7 @@ impl<'p> State<'p> {
         ps.limit_mask = limit_mask(p, pool, &ps.remaining);
         debug_assert_eq!(
             self.slot_of_new_claim() as usize,
-            self.nodes.len() + self.claims.len()
+            self.nodes + self.claims.len()
         );
         let c = self.claims.len();
         let mut claim = Claim {
@@ -700,7 +681,7 @@ impl<'p> State<'p> {
         self.claims.push(claim);
         self.order.push(c as u32);
         self.record(Spot::Claim(c), cls);
-        let slot = (self.nodes.len() + c) as u32;
+        let slot = (self.nodes + c) as u32;
         for (&g, list) in self.free.iter_mut() {
             if self.topo.count(g, slot) == 0 {
                 list.push(c as u32);
@@ -718,7 +699,7 @@ impl<'p> State<'p> {
             Spot::Node(n) => out.extend(node_domain(p, n, key)),
             Spot::Claim(c) => {
                 if key == p.keys.hostname {
-                    out.push((self.nodes.len() + c) as u32);
+                    out.push((self.nodes + c) as u32);
                     return;
                 }
                 let set = self.claims[c].reqs.get(key);
@@ -771,6 +752,87 @@ fn refresh_fixed(p: &Prepared, topo_keys: &[u32], claim: &mut Claim) {
             .and_then(|v| p.domain_index.get(&(k, v)).copied());
         claim.fixed.push(d.unwrap_or(u32::MAX));
     }
+}
+
+/// What every run starts from, computed once per prepared snapshot: the
+/// existing nodes' topology counts and what the NodePools' limits leave.
+#[derive(Debug, Clone)]
+pub(crate) struct Start {
+    topo: Topology,
+    pools: Vec<PoolState>,
+    /// Per existing node and resource: what its bound pods use.
+    used: Vec<i64>,
+}
+
+impl Start {
+    pub(crate) fn empty() -> Start {
+        Start {
+            topo: Topology::new(0),
+            pools: Vec::new(),
+            used: Vec::new(),
+        }
+    }
+
+    pub(crate) fn new(p: &Prepared) -> Start {
+        let mut topo = Topology::new(p.groups.len());
+        for (n, node) in p.nodes.iter().enumerate() {
+            for bp in &node.bound {
+                for &g in &p.label_sets[bp.label_set as usize].counted_in {
+                    if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
+                        topo.record(g, d);
+                    }
+                }
+                for &g in &bp.anti {
+                    if let Some(d) = node_domain(p, n, p.groups[g as usize].key) {
+                        topo.record_owner(g, d);
+                    }
+                }
+            }
+        }
+        let pools = p
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, pool)| {
+                let mut remaining = pool.limits.clone();
+                let mut nodes_remaining = pool.node_limit;
+                for node in p.nodes.iter().filter(|n| n.pool == Some(i)) {
+                    for (r, cap) in remaining.iter_mut().zip(&node.capacity) {
+                        if let Some(r) = r {
+                            *r -= cap;
+                        }
+                    }
+                    if let Some(n) = &mut nodes_remaining {
+                        *n -= 1;
+                    }
+                }
+                let mut st = PoolState {
+                    masks: PoolMasks::default(),
+                    remaining,
+                    nodes_remaining,
+                    limit_mask: Bits::empty(0),
+                };
+                st.limit_mask = limit_mask(p, i, &st.remaining);
+                st
+            })
+            .collect();
+        let used = p
+            .nodes
+            .iter()
+            .flat_map(|n| n.used.iter().copied())
+            .collect();
+        Start { topo, pools, used }
+    }
+}
+
+/// Whether the class requires particular hostnames. A new NodeClaim's
+/// hostname is not known before it launches (Karpenter gives it a unique
+/// placeholder), so such a pod only fits existing nodes.
+pub(crate) fn names_a_host(p: &Prepared, class: &Class) -> bool {
+    class
+        .reqs
+        .get(p.keys.hostname)
+        .is_some_and(|s| s.finite_values().is_some())
 }
 
 /// The domain index of `key` on existing node `n`, if it has the label.

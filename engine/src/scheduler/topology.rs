@@ -55,6 +55,21 @@ impl Topology {
         self.totals[g as usize] += 1;
     }
 
+    /// Takes back a [`Topology::record`] (a pod whose node is removed).
+    pub(crate) fn unrecord(&mut self, g: u32, d: u32) {
+        if let Some(c) = self.counts[g as usize].get_mut(d as usize) {
+            *c = c.saturating_sub(1);
+        }
+        self.totals[g as usize] = self.totals[g as usize].saturating_sub(1);
+    }
+
+    pub(crate) fn unrecord_owner(&mut self, g: u32, d: u32) {
+        if let Some(c) = self.owners[g as usize].get_mut(d as usize) {
+            *c = c.saturating_sub(1);
+        }
+        self.owner_totals[g as usize] = self.owner_totals[g as usize].saturating_sub(1);
+    }
+
     pub(crate) fn record_owner(&mut self, g: u32, d: u32) {
         bump(&mut self.owners[g as usize], d);
         self.owner_totals[g as usize] += 1;

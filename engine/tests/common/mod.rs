@@ -257,3 +257,5 @@ pub fn map<K: Ord, V>(pairs: Vec<(K, V)>) -> BTreeMap<K, V> {
 pub fn types<'a>(plan: &'a Plan, claim: &'a NewNodeClaim) -> Vec<&'a str> {
     plan.instance_type_names(claim).collect()
 }
+
+pub mod disruption;

@@ -1,7 +1,12 @@
 //! Karpenter's scheduling benchmark, reproduced as a [`Snapshot`] generator
-//! (see `scheduling_benchmark_test.go` and the fake cloud provider in Karpenter).
+//! (see `scheduling_benchmark_test.go` and the fake cloud provider in Karpenter),
+//! and a consolidatable cluster for the disruption benchmark (`disruption`).
 //!
 //! Deterministic: draws come from splitmix64 seeded with 42.
+
+mod disruption;
+
+pub use disruption::disruption_snapshot;
 
 use crate::map::StringMap;
 
