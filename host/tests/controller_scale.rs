@@ -39,7 +39,19 @@ async fn one_thousand_nodes_and_ten_thousand_pods() {
     apply(&c, np);
     apply(&c, deployment(ns, "spread", pool, 0, "100m", true));
     apply(&c, deployment(ns, "fill", pool, 0, "10m", false));
-    let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
+    // A long window, so that one batch sees all 1,000 pods pending (the
+    // scheduler marks them unschedulable one by one).
+    let controller = Controller::start(
+        &c,
+        &[],
+        &[
+            "--disable-leader-election",
+            "--batch-idle-duration",
+            "5s",
+            "--batch-max-duration",
+            "60s",
+        ],
+    );
 
     let started = Instant::now();
     scale(&client, ns, "spread", 1000).await;
