@@ -18,6 +18,9 @@ const APPS: [&str; 4] = ["a", "b", "c", "d"];
 
 fn random_snapshot(seed: u64) -> Snapshot {
     let mut rng = SplitMix64::new(seed);
+    // Draws added later come from their own stream, so that a seed keeps
+    // meaning the snapshot it meant before.
+    let mut later = SplitMix64::new(seed ^ 0x5851_f42d_4c95_7f2d);
     let mut catalogue = d_series();
     catalogue.push(a100());
     let mut pools = Vec::new();
@@ -44,6 +47,17 @@ fn random_snapshot(seed: u64) -> Snapshot {
         }
         if rng.below(4) == 0 {
             p.requirements = vec![req(CAPACITY_TYPE, Operator::In, &["spot"])];
+        }
+        if later.below(4) == 0 {
+            let mut zones: Vec<&str> = ZONES
+                .iter()
+                .copied()
+                .filter(|_| later.below(2) == 0)
+                .collect();
+            if zones.is_empty() {
+                zones.push(ZONES[later.below(3)]);
+            }
+            p.requirements.push(req(ZONE, Operator::In, &zones));
         }
         pools.push(p);
     }
@@ -206,6 +220,15 @@ fn values_of<'a>(c: &'a NewNodeClaim, key: &str) -> Option<Vec<&'a str>> {
         .map(|r| r.values.iter().map(String::as_str).collect())
 }
 
+/// Whether the pool's requirements (only `In` in these snapshots) allow
+/// `key = value`.
+fn pool_allows(pool: &NodePool, key: &str, value: &str) -> bool {
+    pool.requirements
+        .iter()
+        .filter(|r| r.key == key)
+        .all(|r| r.operator == Operator::In && r.values.iter().any(|v| v == value))
+}
+
 /// Where each scheduled pod went: ("node", name) or ("claim", index).
 type Spot = (String, String);
 
@@ -290,6 +313,13 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         }
         let zones = values_of(claim, ZONE);
         let cts = values_of(claim, CAPACITY_TYPE);
+        for r in &pool.requirements {
+            let within = values_of(claim, &r.key)
+                .is_some_and(|vs| vs.iter().all(|v| pool_allows(pool, &r.key, v)));
+            if !within {
+                return Err(format!("claim {i} outside pool {}'s {}", pool.name, r.key));
+            }
+        }
         let types = types(plan, claim);
         if types.is_empty() {
             return Err(format!("claim {i} has no instance type"));
@@ -378,7 +408,21 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
         };
         bound + on[spot].iter().filter(|p| p.labels["app"] == app).count()
     };
-    let mut zone_counts: BTreeMap<&str, usize> = ZONES.iter().map(|z| (*z, 0)).collect();
+    // The zonal spread's domains: the zones some NodePool can launch in (an
+    // offering, available or not, within the pool's requirements) and those
+    // of existing nodes. A zone no node can ever be in is no domain: its zero
+    // count must not hold the others back.
+    let mut zone_counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for pool in &s.node_pools {
+        for o in pool.instance_types.iter().flat_map(|t| &t.offerings) {
+            if let Some(z) = &o.zone
+                && pool_allows(pool, ZONE, z)
+                && pool_allows(pool, CAPACITY_TYPE, &o.capacity_type)
+            {
+                zone_counts.entry(z.as_str()).or_default();
+            }
+        }
+    }
     let mut zones_with_new: BTreeSet<&str> = BTreeSet::new();
     for n in &s.nodes {
         let c = n.pods.iter().filter(|b| b.labels["app"] == "a").count();
@@ -457,8 +501,16 @@ fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// 300 cases, or as many as `PROPTEST_CASES` asks for.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn plans_respect_every_constraint(seed in any::<u64>()) {
@@ -475,6 +527,40 @@ proptest! {
         let a = serde_json::to_string(&schedule(&s)).unwrap();
         let b = serde_json::to_string(&schedule(&shuffled(&s, order))).unwrap();
         prop_assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn zones_nothing_can_be_in_are_no_domains() {
+    // The smallest snapshot the zonal-spread check used to fail: zone-1 has
+    // the only node and the only NodePool has no instance types, so zones 2
+    // and 3 are no domains and three pods in zone-1 are no skew.
+    let spread_pod = |name: &str| {
+        let mut p = pod(name, 500, GI);
+        p.labels = labels(&[("app", "a")]);
+        p.topology_spread_constraints = vec![spread(
+            ZONE,
+            1,
+            &[("app", "a")],
+            WhenUnsatisfiable::DoNotSchedule,
+        )];
+        p
+    };
+    let mut n = node("node-0", 4, 8, &[(ZONE, "zone-1"), (HOSTNAME, "node-0")]);
+    n.pods = vec![bound("bound-0", &[("app", "a")])];
+    let s = Snapshot {
+        node_pools: vec![pool("pool-0", Vec::new())],
+        nodes: vec![n],
+        pods: vec![spread_pod("pod-0"), spread_pod("pod-1")],
+        ..Snapshot::default()
+    };
+    let plan = schedule(&s);
+    assert_eq!(plan.placements.len(), 2, "{plan:#?}");
+    check_plan(&s, &plan).unwrap();
+    // The seeds it was found with.
+    for seed in [14928442554345881727, 5211153160845320553] {
+        let s = random_snapshot(seed);
+        check_plan(&s, &schedule(&s)).unwrap();
     }
 }
 
