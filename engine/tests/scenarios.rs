@@ -499,6 +499,74 @@ fn zonal_spread_counts_existing_pods() {
     assert_eq!(zones, ["zone-2", "zone-3"]);
 }
 
+fn zones_of_spread_pods(plan: &Plan, n: usize) -> Vec<&str> {
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    let mut zones: Vec<&str> = (0..n)
+        .map(|i| zone_of(claim_of(plan, &format!("web-{i}"))))
+        .collect();
+    zones.sort();
+    zones
+}
+
+#[test]
+fn zonal_spread_ignores_zones_its_nodepool_excludes() {
+    // The instance types are offered in three zones, the NodePool allows two:
+    // the third can never hold a node, so it is no domain.
+    let mut p = pool("default", d_series());
+    p.requirements = vec![req(ZONE, Operator::In, &["zone-1", "zone-2"])];
+    let plan = schedule(&snapshot(vec![p], spread_pods(4, ZONE)));
+    assert_eq!(
+        zones_of_spread_pods(&plan, 4),
+        ["zone-1", "zone-1", "zone-2", "zone-2"]
+    );
+}
+
+#[test]
+fn zonal_spread_ignores_zones_offered_only_as_a_refused_capacity_type() {
+    // Spot in two zones, on-demand in three (Karpenter's benchmark catalogue),
+    // and a spot-only NodePool: zone-3 is no domain.
+    let types = d_series()
+        .into_iter()
+        .map(|t| {
+            let price = t.offerings[0].price;
+            let mut offerings: Vec<Offering> = ZONES
+                .iter()
+                .map(|z| offering(z, "on-demand", price, true))
+                .collect();
+            offerings.push(offering("zone-1", "spot", price * 0.7, true));
+            offerings.push(offering("zone-2", "spot", price * 0.7, true));
+            with_offerings(t, offerings)
+        })
+        .collect();
+    let mut p = pool("spot", types);
+    p.requirements = vec![req(CAPACITY_TYPE, Operator::In, &["spot"])];
+    let plan = schedule(&snapshot(vec![p], spread_pods(4, ZONE)));
+    assert_eq!(
+        zones_of_spread_pods(&plan, 4),
+        ["zone-1", "zone-1", "zone-2", "zone-2"]
+    );
+}
+
+#[test]
+fn zonal_spread_has_no_domain_where_nothing_can_be() {
+    // The smallest case the constraint property once flagged: the only zone
+    // a node is in, or any NodePool can launch in, is zone-1 (the pool has no
+    // instance types), so zone-2 and zone-3 are no domains and zone-1 may
+    // hold every pod. Kubernetes agrees: a domain needs a node.
+    let mut s = snapshot(vec![pool("empty", Vec::new())], spread_pods(2, ZONE));
+    let mut n = node("node-0", 4, 8, &[(ZONE, "zone-1"), (HOSTNAME, "node-0")]);
+    n.pods = vec![bound("old-web", &[("app", "web")])];
+    s.nodes = vec![n];
+    let plan = schedule(&s);
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    for i in 0..2 {
+        assert_eq!(
+            target_of(&plan, &format!("web-{i}")),
+            Some(&Target::ExistingNode("node-0".into()))
+        );
+    }
+}
+
 #[test]
 fn hostname_spread_and_anti_affinity_need_separate_nodes() {
     let plan = schedule(&snapshot(

@@ -745,8 +745,19 @@ impl<'s> Prepared<'s> {
 
 type Universes = (FxHashMap<u32, Vec<u32>>, FxHashMap<(u32, u32), u32>);
 
-/// Every value a topology key can take: from NodePools, their instance types and
-/// offerings, and existing nodes.
+/// Every value a topology key can take: what some NodePool can launch, and
+/// the labels of existing nodes.
+///
+/// A NodePool supplies a value through an offering (available or not) that
+/// fits the pool's requirements, of an instance type that fits them too: the
+/// value is in the pool's, the type's and the offering's sets alike. A value
+/// only one side names (a zone the pool excludes, a zone offered only as a
+/// capacity type the pool refuses) is no domain: no node can ever be there,
+/// so its count would stay zero and hold every other domain back. Karpenter
+/// intersects the pool's and the type's requirements key by key and so still
+/// counts a zone offered only as a refused capacity type
+/// (kubernetes-sigs/karpenter#3272); Kubernetes never does, having no node
+/// there.
 fn build_universes(
     groups: &[GroupC],
     pools: &[PoolC],
@@ -763,17 +774,26 @@ fn build_universes(
     let mut index = FxHashMap::default();
     for key in keys {
         let mut values = BTreeSet::new();
-        let mut add = |reqs: &Reqs| {
-            if let Some(v) = reqs.get(key).and_then(|s| s.finite_values()) {
-                values.extend(v.iter().copied());
-            }
-        };
-        for p in pools {
-            add(&p.reqs);
-            for t in &p.types {
-                add(&t.reqs);
-                for o in &t.offerings {
-                    add(&o.reqs);
+        for pc in pools {
+            for (t, ty) in pc.types.iter().enumerate() {
+                if !pc.type_matches(t, &pc.reqs, strings) {
+                    continue;
+                }
+                let base = match (pc.reqs.get(key), ty.reqs.get(key)) {
+                    (Some(a), Some(b)) => Some(a.intersect(b, strings)),
+                    (a, b) => a.or(b).cloned(),
+                };
+                for o in &ty.offerings {
+                    if !offering_fits(o, &pc.reqs, strings) {
+                        continue;
+                    }
+                    let set = match (&base, o.reqs.get(key)) {
+                        (Some(a), Some(b)) => Some(a.intersect(b, strings)),
+                        (a, b) => a.clone().or_else(|| b.cloned()),
+                    };
+                    if let Some(v) = set.as_ref().and_then(ValueSet::finite_values) {
+                        values.extend(v.iter().copied());
+                    }
                 }
             }
         }
