@@ -172,6 +172,58 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
         "{status:?}"
     );
 
+    // `karpenter explain` on a pod nothing can host.
+    apply(
+        &c,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "too-big", "namespace": ns},
+            "spec": {
+                "nodeSelector": {"e2e": pool},
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "5000"}}}]
+            }
+        }),
+    );
+    wait_for(
+        "too-big marked unschedulable",
+        Duration::from_secs(60),
+        || async {
+            let pod = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+                .get("too-big")
+                .await
+                .map_err(|e| e.to_string())?;
+            let unschedulable = pod
+                .status
+                .and_then(|s| s.conditions)
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable"));
+            if unschedulable {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        },
+    )
+    .await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["explain", "pod", "too-big", "-n", ns, "--plugin-dir"])
+        .arg(controller.dir.path().join("plugins"))
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .expect("karpenter explain");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("cannot be scheduled") && text.contains(pool),
+        "{text}"
+    );
+
     clean_up(&client, ns, pool).await;
 }
 

@@ -277,9 +277,13 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
         labels::NODE_POOL_HASH_VERSION.into(),
         super::hash::VERSION.into(),
     );
+    // The NodeClaim API refuses hostname requirements (a new node has no
+    // name yet) and `In` without values.
     let requirements = plan
         .node_claim_requirements(claim)
         .into_iter()
+        .filter(|r| r.key != "kubernetes.io/hostname")
+        .filter(|r| !(r.operator == engine::Operator::In && r.values.is_empty()))
         .map(|r| NodeSelectorRequirementWithMinValues {
             key: r.key,
             operator: operator(r.operator).into(),

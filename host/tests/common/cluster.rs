@@ -67,7 +67,7 @@ pub struct Controller {
     pub child: Child,
     pub metrics: u16,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 impl Controller {
@@ -117,7 +117,7 @@ impl Controller {
             child,
             metrics,
             log,
-            _dir: dir,
+            dir,
         }
     }
 
