@@ -115,10 +115,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     };
     let precompiled = match &args.precompiled_dir {
         Some(p) => Some(open_dir(p)?),
-        None => files::cache_dir().and_then(|d| {
-            d.create_dir_all("precompiled").ok()?;
-            d.open_dir("precompiled").ok()
-        }),
+        None => files::precompiled_dir(),
     };
     let runtime = Runtime::new(RuntimeOptions {
         precompiled,

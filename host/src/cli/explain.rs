@@ -68,10 +68,7 @@ pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
 
     let dir = Dir::open_ambient_dir(&args.plugin_dir, ambient_authority())
         .with_context(|| format!("opening {}", args.plugin_dir.display()))?;
-    let precompiled = files::cache_dir().and_then(|d| {
-        d.create_dir_all("precompiled").ok()?;
-        d.open_dir("precompiled").ok()
-    });
+    let precompiled = files::precompiled_dir();
     let registry = Registry::open(
         Runtime::new(RuntimeOptions {
             precompiled,

@@ -44,3 +44,10 @@ pub fn cache_dir() -> Option<Dir> {
     std::fs::create_dir_all(&path).ok()?;
     Dir::open_ambient_dir(&path, ambient_authority()).ok()
 }
+
+/// `<cache_dir>/precompiled`, where compiled plugins are kept across runs.
+pub fn precompiled_dir() -> Option<Dir> {
+    let d = cache_dir()?;
+    d.create_dir_all("precompiled").ok()?;
+    d.open_dir("precompiled").ok()
+}

@@ -80,10 +80,7 @@ pub async fn load_file(
         Err(_) if config.is_none() => PluginConfig::default(),
         Err(e) => return Err(e),
     };
-    let precompiled = files::cache_dir().and_then(|d| {
-        d.create_dir_all("precompiled").ok()?;
-        d.open_dir("precompiled").ok()
-    });
+    let precompiled = files::precompiled_dir();
     let runtime = Runtime::new(RuntimeOptions {
         precompiled,
         ..RuntimeOptions::default()

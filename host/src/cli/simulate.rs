@@ -48,10 +48,7 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             args.plugins_dir.display()
         )
     })?;
-    let precompiled = files::cache_dir().and_then(|d| {
-        d.create_dir_all("precompiled").ok()?;
-        d.open_dir("precompiled").ok()
-    });
+    let precompiled = files::precompiled_dir();
     let registry = Registry::open(
         Runtime::new(RuntimeOptions {
             precompiled,

@@ -133,59 +133,42 @@ async fn steps(ctx: &Ctx, nc: &NodeClaim, status: &mut NodeClaimStatus) -> anyho
     Ok(step)
 }
 
-/// The store may lag behind our own last write, so the object is read fresh
-/// and the patch carries its resourceVersion.
+/// Adds the termination finalizer (unless the NodeClaim is already going).
 async fn ensure_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
     if nc.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
         return Ok(());
     }
-    let api = Api::<NodeClaim>::all(ctx.client.clone());
-    for _ in 0..5 {
-        let Some(fresh) = api.get_opt(&nc.name_any()).await? else {
-            return Ok(());
-        };
-        if fresh
-            .finalizers()
-            .iter()
-            .any(|f| f == TERMINATION_FINALIZER)
-            || fresh.metadata.deletion_timestamp.is_some()
-        {
-            return Ok(());
-        }
-        let mut finalizers = fresh.finalizers().to_vec();
-        finalizers.push(TERMINATION_FINALIZER.into());
-        let patch = serde_json::json!({
-            "metadata": {"finalizers": finalizers, "resourceVersion": fresh.resource_version()}
-        });
-        match api
-            .patch(
-                &nc.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            r => return Ok(r.map(|_| ())?),
-        }
-    }
-    anyhow::bail!("nodeclaim {} kept changing", nc.name_any())
+    set_finalizer(ctx, nc, true).await
 }
 
-/// Removes the termination finalizer, read fresh for the same reason.
+/// Removes the termination finalizer.
 pub(crate) async fn remove_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
+    set_finalizer(ctx, nc, false).await
+}
+
+/// The store may lag behind our own last write, so the object is read fresh
+/// and the patch carries its resourceVersion; a conflict reads it again.
+async fn set_finalizer(ctx: &Ctx, nc: &NodeClaim, present: bool) -> anyhow::Result<()> {
     let api = Api::<NodeClaim>::all(ctx.client.clone());
     for _ in 0..5 {
         let Some(fresh) = api.get_opt(&nc.name_any()).await? else {
             return Ok(());
         };
-        let finalizers: Vec<&String> = fresh
+        let has = fresh
+            .finalizers()
+            .iter()
+            .any(|f| f == TERMINATION_FINALIZER);
+        if has == present || (present && fresh.metadata.deletion_timestamp.is_some()) {
+            return Ok(());
+        }
+        let mut finalizers: Vec<String> = fresh
             .finalizers()
             .iter()
             .filter(|f| *f != TERMINATION_FINALIZER)
+            .cloned()
             .collect();
-        if finalizers.len() == fresh.finalizers().len() {
-            return Ok(());
+        if present {
+            finalizers.push(TERMINATION_FINALIZER.into());
         }
         let patch = serde_json::json!({
             "metadata": {"finalizers": finalizers, "resourceVersion": fresh.resource_version()}
