@@ -158,12 +158,29 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
             .await
             >= 5.0
     );
+    // NodePool status is refreshed every few seconds.
+    wait_for(
+        "NodePool status counts the nodes",
+        Duration::from_secs(30),
+        || async {
+            let np = Api::<NodePool>::all(client.clone())
+                .get_status(pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            let nodes = np.status.and_then(|s| s.nodes);
+            if nodes == Some(claims.len() as i64) {
+                Ok(())
+            } else {
+                Err(format!("nodes {nodes:?}"))
+            }
+        },
+    )
+    .await;
     let status = Api::<NodePool>::all(client.clone())
         .get_status(pool)
         .await
         .expect("status");
     let status = status.status.expect("nodepool status written");
-    assert_eq!(status.nodes, Some(claims.len() as i64));
     assert!(
         status
             .conditions
