@@ -40,6 +40,10 @@ pub struct PluginConfig {
     /// minutes.
     #[serde(default = "default_call_timeout")]
     pub call_timeout_seconds: u64,
+    /// Instances alive at once; further calls wait for one to finish. Each
+    /// instance holds its own linear memory, so this bounds the plugin's.
+    #[serde(default = "default_max_instances")]
+    pub max_instances: u32,
 }
 
 fn default_memory_mib() -> u64 {
@@ -50,6 +54,9 @@ fn default_cpu_ms() -> u64 {
 }
 fn default_call_timeout() -> u64 {
     900
+}
+fn default_max_instances() -> u32 {
+    64
 }
 
 impl Default for PluginConfig {
@@ -63,6 +70,7 @@ impl Default for PluginConfig {
             memory_mib: default_memory_mib(),
             cpu_ms: default_cpu_ms(),
             call_timeout_seconds: default_call_timeout(),
+            max_instances: default_max_instances(),
         }
     }
 }
@@ -72,6 +80,7 @@ impl PluginConfig {
         let config: PluginConfig = serde_yaml::from_str(text)?;
         config.allow_list()?;
         anyhow::ensure!(config.memory_mib >= 1, "memoryMib must be at least 1");
+        anyhow::ensure!(config.max_instances >= 1, "maxInstances must be at least 1");
         anyhow::ensure!(config.cpu_ms >= 1, "cpuMs must be at least 1");
         Ok(config)
     }

@@ -21,7 +21,10 @@ use wasmtime::component::Component;
 use wasmtime::{Store, UpdateDeadline};
 
 /// Warm instances kept per plugin; beyond this, finished ones are dropped.
-const MAX_WARM: usize = 32;
+const MAX_WARM: usize = 8;
+/// An instance whose linear memory grew past this (a large list, say) is
+/// dropped after its call rather than kept warm: memories never shrink.
+const MAX_WARM_MEMORY: usize = 4 << 20;
 
 /// Why a call failed. `Provider` is the plugin's own typed answer; the others
 /// mean the plugin misbehaved or could not run.
@@ -81,6 +84,8 @@ pub struct Plugin {
     caps: Capabilities,
     runtime: Arc<Runtime>,
     warm: Mutex<Vec<Warm>>,
+    /// Permits for live instances (`maxInstances`).
+    instances: tokio::sync::Semaphore,
     metrics: CallMetrics,
 }
 
@@ -95,6 +100,7 @@ impl Plugin {
     ) -> anyhow::Result<Self> {
         let pre = ProviderPluginPre::new(runtime.linker.instantiate_pre(&component)?)?;
         let metrics = CallMetrics::new(runtime.metrics.clone(), &caps.plugin);
+        let instances = tokio::sync::Semaphore::new(caps.config.max_instances as usize);
         let mut plugin = Plugin {
             name: caps.plugin.to_string(),
             sha256,
@@ -110,6 +116,7 @@ impl Plugin {
             caps,
             runtime,
             warm: Mutex::new(Vec::new()),
+            instances,
             metrics,
         };
         let metadata = plugin
@@ -177,6 +184,8 @@ impl Plugin {
             call,
             message,
         };
+        // Never closed, so acquiring only waits.
+        let _permit = self.instances.acquire().await;
         let pooled = self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut warm = match pooled {
             Some(w) => w,
@@ -196,7 +205,7 @@ impl Plugin {
             Ok(Ok(value)) => {
                 self.metrics.observe(call, elapsed, None);
                 let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
-                if pool.len() < MAX_WARM {
+                if pool.len() < MAX_WARM && warm.store.data().memory_bytes() <= MAX_WARM_MEMORY {
                     pool.push(warm);
                 }
                 Ok(value)

@@ -13,7 +13,7 @@ pub struct State {
     http: WasiHttpCtx,
     hooks: PluginHttp,
     table: ResourceTable,
-    pub(super) limits: StoreLimits,
+    pub(super) limits: Limits,
     pub(super) cpu: CpuBudget,
 }
 
@@ -26,7 +26,7 @@ impl State {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        let limits = StoreLimitsBuilder::new()
+        let store_limits = StoreLimitsBuilder::new()
             .memory_size(caps.config.memory_bytes())
             .instances(64)
             .tables(64)
@@ -34,6 +34,10 @@ impl State {
             // A refused memory.grow otherwise surfaces as a guest `unreachable`.
             .trap_on_grow_failure(true)
             .build();
+        let limits = Limits {
+            store: store_limits,
+            memory_bytes: 0,
+        };
         State {
             caps,
             wasi,
@@ -50,6 +54,62 @@ impl State {
 
     pub(super) fn limiter(&mut self) -> &mut dyn ResourceLimiter {
         &mut self.limits
+    }
+
+    /// The instance's linear memory now, in bytes (all its memories).
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.limits.memory_bytes
+    }
+}
+
+/// The store's limits, and how much linear memory the instance holds: a
+/// memory never shrinks, so an instance that grew large is not worth keeping.
+pub(super) struct Limits {
+    store: StoreLimits,
+    memory_bytes: usize,
+}
+
+impl ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.store.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.memory_bytes = self.memory_bytes.saturating_add(desired - current);
+        }
+        Ok(allowed)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.store.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.store.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.store.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.store.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.store.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.store.memories()
     }
 }
 

@@ -3,7 +3,9 @@
 use crate::{GROUP, PROVIDER_ID_SCHEME};
 use karpenter_plugin_sdk::http::{Request, Response, encode};
 use karpenter_plugin_sdk::prelude::*;
+use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Marks the Nodes this provider made, so List finds only those.
 const MANAGED_LABEL: &str = "karpenter.kwok.sh/managed";
@@ -50,7 +52,7 @@ pub fn get(name: &str) -> Result<Option<Instance>, Error> {
     let response = send(Request::get(api(&format!("/api/v1/nodes/{name}"))))?;
     match response.status {
         404 => Ok(None),
-        200 => Ok(Some(instance(&response.json::<Value>()?))),
+        200 => Ok(Some(instance(response.json::<Node>()?))),
         status => Err(fatal(format!(
             "get node {name}: {status}: {}",
             response.text()
@@ -58,21 +60,34 @@ pub fn get(name: &str) -> Result<Option<Instance>, Error> {
     }
 }
 
+/// Nodes per page of a list. Pages keep the instance's memory small: a
+/// linear memory never shrinks, and a thousand whole Nodes are megabytes.
+const PAGE: usize = 200;
+
 pub fn list() -> Result<Vec<Instance>, Error> {
     let selector = encode(&format!("{MANAGED_LABEL}=true"));
-    let response = send(Request::get(api(&format!(
-        "/api/v1/nodes?labelSelector={selector}"
-    ))))?;
-    if !response.is_success() {
-        return Err(fatal(format!(
-            "list nodes: {}: {}",
-            response.status,
-            response.text()
-        )));
+    let mut out = Vec::new();
+    let mut token = String::new();
+    loop {
+        let mut path = format!("/api/v1/nodes?labelSelector={selector}&limit={PAGE}");
+        if !token.is_empty() {
+            path.push_str(&format!("&continue={}", encode(&token)));
+        }
+        let response = send(Request::get(api(&path)))?;
+        if !response.is_success() {
+            return Err(fatal(format!(
+                "list nodes: {}: {}",
+                response.status,
+                response.text()
+            )));
+        }
+        let page: NodeList = response.json()?;
+        out.extend(page.items.into_iter().map(instance));
+        match page.metadata.continue_token {
+            Some(next) if !next.is_empty() => token = next,
+            _ => break,
+        }
     }
-    let list: Value = response.json()?;
-    let items = list["items"].as_array().cloned().unwrap_or_default();
-    let mut out: Vec<Instance> = items.iter().map(instance).collect();
     out.sort_by(|a, b| a.provider_id.cmp(&b.provider_id));
     Ok(out)
 }
@@ -112,7 +127,7 @@ pub fn create(
     });
     let response = send(Request::post(api("/api/v1/nodes")).json(&node)?)?;
     match response.status {
-        200 | 201 => Ok(instance(&response.json::<Value>()?)),
+        200 | 201 => Ok(instance(response.json::<Node>()?)),
         // Created by an earlier attempt: return what exists, never a second one.
         409 => get(&claim.name)?
             .ok_or_else(|| retryable(format!("node {} conflicts but is gone", claim.name))),
@@ -145,51 +160,77 @@ fn taint(t: &Taint) -> Value {
     json!({"key": t.key, "value": t.value, "effect": effect})
 }
 
-fn instance(node: &Value) -> Instance {
-    let meta = &node["metadata"];
-    let label_map = meta["labels"].as_object().cloned().unwrap_or_default();
-    let node_labels: Vec<(String, String)> = label_map
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-        .collect();
-    let label = |k: &str| {
-        label_map
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let resources = |field: &str| -> Vec<(String, String)> {
-        node["status"][field]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let state = if meta.get("deletionTimestamp").is_some_and(|v| !v.is_null()) {
+/// The parts of a Node an instance is made of; serde skips the rest
+/// (conditions, images, ...) without building it.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Node {
+    metadata: NodeMeta,
+    spec: NodeSpec,
+    status: NodeStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct NodeMeta {
+    name: String,
+    labels: BTreeMap<String, String>,
+    creation_timestamp: Option<String>,
+    deletion_timestamp: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeSpec {
+    #[serde(rename = "providerID")]
+    provider_id: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeStatus {
+    capacity: BTreeMap<String, String>,
+    allocatable: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeList {
+    metadata: ListMeta,
+    items: Vec<Node>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ListMeta {
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
+fn instance(node: Node) -> Instance {
+    let Node {
+        metadata: meta,
+        spec,
+        status,
+    } = node;
+    let label = |k: &str| meta.labels.get(k).cloned().unwrap_or_default();
+    let state = if meta.deletion_timestamp.is_some() {
         InstanceState::Stopping
     } else {
         InstanceState::Running
     };
-    let name = meta["name"].as_str().unwrap_or_default().to_string();
     Instance {
-        node_claim: name,
         node_pool: label(labels::NODE_POOL),
-        provider_id: node["spec"]["providerID"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        image_id: "kwok".into(),
         instance_type: label(labels::INSTANCE_TYPE),
         zone: label(labels::ZONE),
         capacity_type: label(labels::CAPACITY_TYPE),
+        node_claim: meta.name,
+        provider_id: spec.provider_id,
+        image_id: "kwok".into(),
         state,
-        labels: node_labels,
-        capacity: resources("capacity"),
-        allocatable: resources("allocatable"),
-        created_at: meta["creationTimestamp"].as_str().map(str::to_string),
+        labels: meta.labels.into_iter().collect(),
+        capacity: status.capacity.into_iter().collect(),
+        allocatable: status.allocatable.into_iter().collect(),
+        created_at: meta.creation_timestamp,
     }
 }
