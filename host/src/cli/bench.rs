@@ -21,6 +21,19 @@ pub enum BenchCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// One disruption decision over a consolidatable cluster.
+    Disruption {
+        #[arg(long, default_value_t = 1_000)]
+        nodes: usize,
+        /// Pods; ten per node by default.
+        #[arg(long)]
+        pods: Option<usize>,
+        /// Runs to take the fastest of.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Plugin runtime: sizes, load, call overhead, concurrent creates.
     Plugins {
         #[arg(long, default_value = "target/plugins")]
@@ -62,6 +75,42 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         .unwrap_or_else(|| "n/a".into())
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Disruption {
+            nodes,
+            pods,
+            runs,
+            output,
+        } => {
+            let r = bench::disruption::run(nodes, pods.unwrap_or(nodes * 10), runs);
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let found = match (r.method, r.decision) {
+                (Some(m), Some(d)) => format!(
+                    "{d} {} node(s) by {} with {} replacement(s), saving ${:.3}/h of ${:.3}/h",
+                    r.candidates,
+                    m.as_str(),
+                    r.replacements,
+                    r.savings_per_hour,
+                    r.candidates_price_per_hour
+                ),
+                _ => "no command".into(),
+            };
+            println!(
+                "nodes {}  pods {}  {:.4} s  {found}; kept: {} blocked, {} unconsolidatable, {} waiting  peak RSS {}",
+                r.nodes,
+                r.pods,
+                r.seconds,
+                r.blocked,
+                r.unconsolidatable,
+                r.waiting,
+                r.peak_rss_mib
+                    .map(|m| format!("{m:.0} MiB"))
+                    .unwrap_or_else(|| "n/a".into())
+            );
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Plugins {
