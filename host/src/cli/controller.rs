@@ -51,6 +51,15 @@ pub struct ControllerArgs {
     pub registration_ttl: Duration,
     #[arg(long, env = "GC_INTERVAL", default_value = "2m", value_parser = duration)]
     pub gc_interval: Duration,
+    /// How often disruption decides.
+    #[arg(long, env = "DISRUPTION_INTERVAL", default_value = "10s", value_parser = duration)]
+    pub disruption_interval: Duration,
+    /// How long after a consolidation decision it is decided again.
+    #[arg(long, env = "DISRUPTION_VALIDATION", default_value = "15s", value_parser = duration)]
+    pub disruption_validation: Duration,
+    /// Karpenter's feature gates, e.g. "NodeRepair=true,SpotToSpotConsolidation=true".
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
     #[arg(long, env = "DISABLE_LEADER_ELECTION")]
     pub disable_leader_election: bool,
     #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
@@ -139,6 +148,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())
     });
+    let gates = feature_gates(&args.feature_gates)?;
+    let gate = |name: &str| gates.get(name).copied().unwrap_or(false);
     let options = controller::Options {
         batch: batcher::Window {
             idle: args.batch_idle_duration,
@@ -155,6 +166,13 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             },
             ..engine::Options::default()
         },
+        disruption: controller::disruption::Settings {
+            interval: args.disruption_interval,
+            validation: args.disruption_validation,
+            node_repair: gate("NodeRepair"),
+            ..Default::default()
+        },
+        spot_to_spot_consolidation: gate("SpotToSpotConsolidation"),
         registration_ttl: args.registration_ttl,
         gc_interval: args.gc_interval,
         election: (!args.disable_leader_election).then(|| leader::Election {
@@ -171,4 +189,34 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     };
     controller::run(client, registry, options).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `Name=true,Other=false` into a map; unknown gates are kept (and ignored).
+fn feature_gates(text: &str) -> anyhow::Result<std::collections::BTreeMap<String, bool>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(|g| {
+            let (name, value) = g
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("feature gate {g:?} is not Name=true|false"))?;
+            let on = value.trim().parse::<bool>().map_err(|_| {
+                anyhow::anyhow!("feature gate {name}: {value:?} is not true or false")
+            })?;
+            Ok((name.trim().to_string(), on))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn feature_gates_parse_like_karpenter() {
+        let g =
+            super::feature_gates("NodeRepair=true, SpotToSpotConsolidation=false").expect("valid");
+        assert_eq!(g.get("NodeRepair"), Some(&true));
+        assert_eq!(g.get("SpotToSpotConsolidation"), Some(&false));
+        assert!(super::feature_gates("NodeRepair").is_err());
+        assert!(super::feature_gates("").expect("valid").is_empty());
+    }
 }

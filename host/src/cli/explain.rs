@@ -1,6 +1,7 @@
-//! `karpenter explain pod NAME`: asks the live cluster why a pod is pending
-//! and what the provisioner would do about it, by running the same decision
-//! the controller runs (without creating anything).
+//! `karpenter explain pod NAME` and `karpenter explain node NAME`: ask the
+//! live cluster why a pod is pending and what the provisioner would do about
+//! it, or why a node is or is not being disrupted, by running the same
+//! decisions the controller runs (without acting on them).
 
 use super::files;
 use crate::controller::{self, Ctx, cluster::Cluster, metrics::Metrics, provisioner};
@@ -21,6 +22,16 @@ use std::sync::Arc;
 pub enum ExplainCommand {
     /// Why a pod is pending, or where it is going.
     Pod(ExplainPod),
+    /// Why a node is or is not being disrupted.
+    Node(ExplainNode),
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainNode {
+    /// A Node's name, or a NodeClaim's that has no Node yet.
+    pub name: String,
+    #[arg(long, env = "PLUGIN_DIR", default_value = "target/plugins")]
+    pub plugin_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -34,7 +45,93 @@ pub struct ExplainPod {
 }
 
 pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
-    let ExplainCommand::Pod(args) = cmd;
+    match cmd {
+        ExplainCommand::Pod(args) => pod(args).await,
+        ExplainCommand::Node(args) => node(args).await,
+    }
+}
+
+/// The controller's context over the live cluster, acting on nothing.
+async fn context(plugin_dir: &std::path::Path) -> anyhow::Result<Arc<Ctx>> {
+    let client = kube::Client::try_default()
+        .await
+        .context("no cluster: set KUBECONFIG")?;
+    let dir = Dir::open_ambient_dir(plugin_dir, ambient_authority())
+        .with_context(|| format!("opening {}", plugin_dir.display()))?;
+    let registry = Registry::open(
+        Runtime::new(RuntimeOptions {
+            precompiled: files::precompiled_dir(),
+            ..RuntimeOptions::default()
+        })?,
+        dir,
+    )
+    .await?;
+    let metrics = Arc::new(Metrics::default());
+    let cluster = Cluster::start(&client, metrics.clone());
+    cluster.wait_ready().await?;
+    Ok(Ctx::new(
+        client,
+        registry,
+        cluster,
+        metrics,
+        controller::Options::default(),
+    ))
+}
+
+async fn node(args: ExplainNode) -> anyhow::Result<ExitCode> {
+    let ctx = context(&args.plugin_dir).await?;
+    let mut observer = controller::disruption::Observer::default();
+    let d = controller::disruption::decide(&ctx, &mut observer).await?;
+    super::print(&describe_node(&d.plan, &args.name));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe_node(plan: &engine::disruption::DisruptionPlan, name: &str) -> String {
+    let who = format!("node {name}");
+    if plan.expired.iter().any(|n| n == name) {
+        return format!(
+            "{who} has expired (expireAfter): it is being replaced, whatever budgets say"
+        );
+    }
+    if let Some(c) = plan
+        .command
+        .as_ref()
+        .filter(|c| c.candidates.iter().any(|n| n == name))
+    {
+        let how = if c.is_replace() {
+            format!(
+                "replaced by {} cheaper node(s)",
+                c.replacements.new_node_claims.len()
+            )
+        } else {
+            "deleted; its pods fit elsewhere".to_string()
+        };
+        return format!(
+            "{who} would be disrupted now by {} ({}): {how}, saving ${:.4}/h of ${:.4}/h",
+            c.method.as_str(),
+            c.reason.as_str(),
+            c.savings,
+            c.candidates_price
+        );
+    }
+    match plan.kept.iter().find(|k| k.name == name) {
+        Some(k) => {
+            let mut out = format!("{who} (NodePool {}) stays:", k.node_pool);
+            for r in &k.reasons {
+                let kind = match r.kind {
+                    engine::disruption::KeepKind::DisruptionBlocked => "DisruptionBlocked",
+                    engine::disruption::KeepKind::Unconsolidatable => "Unconsolidatable",
+                    engine::disruption::KeepKind::Waiting => "Waiting",
+                };
+                let _ = write!(out, "\n  {kind}: {}", r.message);
+            }
+            out
+        }
+        None => format!("{who} is not managed by a NodePool this controller can see"),
+    }
+}
+
+async fn pod(args: ExplainPod) -> anyhow::Result<ExitCode> {
     let client = kube::Client::try_default()
         .await
         .context("no cluster: set KUBECONFIG")?;
@@ -66,27 +163,8 @@ pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let dir = Dir::open_ambient_dir(&args.plugin_dir, ambient_authority())
-        .with_context(|| format!("opening {}", args.plugin_dir.display()))?;
-    let precompiled = files::precompiled_dir();
-    let registry = Registry::open(
-        Runtime::new(RuntimeOptions {
-            precompiled,
-            ..RuntimeOptions::default()
-        })?,
-        dir,
-    )
-    .await?;
-    let metrics = Arc::new(Metrics::default());
-    let cluster = Cluster::start(&client, metrics.clone());
-    cluster.wait_ready().await?;
-    let ctx = Ctx::new(
-        client,
-        registry,
-        cluster,
-        metrics,
-        controller::Options::default(),
-    );
+    drop(client);
+    let ctx = context(&args.plugin_dir).await?;
     let Some(decision) = provisioner::decide(&ctx).await? else {
         super::print(&format!("{who}: no pod is waiting for a node"));
         return Ok(ExitCode::SUCCESS);

@@ -1,6 +1,6 @@
 //! Kubernetes Events on NodeClaims, Nodes and pods, in Karpenter's words.
-//! Repeats of the same pod decision are dropped so a pending pod does not
-//! get one event per batch.
+//! Repeats of the same decision are dropped so a pending pod does not get
+//! one event per batch, nor a kept node one per disruption pass.
 
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 pub struct Events {
     recorder: Recorder,
-    /// Pod uid to the last decision published for it.
-    pod_decisions: Mutex<HashMap<String, String>>,
+    /// Object uid to the last decision published for it.
+    decisions: Mutex<HashMap<String, String>>,
 }
 
 const MAX_REMEMBERED: usize = 100_000;
@@ -25,7 +25,7 @@ impl Events {
                     instance: Some(instance.to_string()),
                 },
             ),
-            pod_decisions: Mutex::default(),
+            decisions: Mutex::default(),
         }
     }
 
@@ -49,11 +49,25 @@ impl Events {
         reason: &str,
         note: String,
     ) {
+        self.publish_as(obj, type_, reason, reason.to_string(), note)
+            .await;
+    }
+
+    /// The recorder folds events with the same object, reason and action into
+    /// one series, keeping the first note; `action` tells them apart.
+    async fn publish_as<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: String,
+        note: String,
+    ) {
         let ev = Event {
             type_,
             reason: reason.to_string(),
             note: Some(note),
-            action: reason.to_string(),
+            action,
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
@@ -61,18 +75,19 @@ impl Events {
         }
     }
 
-    /// Publishes a pod decision unless it is the one published last for it.
-    pub async fn pod_decision(
+    /// Publishes a decision about an object (a pod's nomination, a node kept
+    /// from disruption) unless it is the one published last for it.
+    pub async fn decision<K: Resource<DynamicType = ()>>(
         &self,
-        pod: &k8s_openapi::api::core::v1::Pod,
+        obj: &K,
         warning: bool,
         reason: &str,
         note: String,
     ) {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let uid = obj.meta().uid.clone().unwrap_or_default();
         let key = format!("{reason}\0{note}");
         {
-            let mut seen = self.pod_decisions.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
             if seen.get(&uid) == Some(&key) {
                 return;
             }
@@ -86,6 +101,11 @@ impl Events {
         } else {
             EventType::Normal
         };
-        self.publish(pod, type_, reason, note).await;
+        // One series per distinct note: a node blocked first for one reason
+        // and then another gets an event for each.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&note, &mut h);
+        let action = format!("{reason}-{:08x}", std::hash::Hasher::finish(&h) as u32);
+        self.publish_as(obj, type_, reason, action, note).await;
     }
 }

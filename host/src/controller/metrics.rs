@@ -28,7 +28,26 @@ pub struct UsageLabels {
     pub resource_type: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// "delete" or "replace".
+    pub decision: String,
+    pub reason: String,
+    /// "empty", "single", "multi" or "" (drift).
+    pub consolidation_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DisruptedLabels {
+    pub nodepool: String,
+    pub reason: String,
+}
+
 pub struct Metrics {
+    pub decisions: Family<DecisionLabels, Counter>,
+    pub disrupted: Family<DisruptedLabels, Counter>,
+    pub nodes_terminated: Family<PoolLabels, Counter>,
+    pub disruption_duration: Histogram,
     pub created: Family<CreatedLabels, Counter>,
     pub launched: Family<PoolLabels, Counter>,
     pub registered: Family<PoolLabels, Counter>,
@@ -46,6 +65,10 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            decisions: Family::default(),
+            disrupted: Family::default(),
+            nodes_terminated: Family::default(),
+            disruption_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             created: Family::default(),
             launched: Family::default(),
             registered: Family::default(),
@@ -63,6 +86,26 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "karpenter_voluntary_disruption_decisions",
+            "Disruption decisions carried out, by decision, reason and consolidation type",
+            self.decisions.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of one disruption decision",
+            self.disruption_duration.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_disrupted",
+            "NodeClaims disrupted, by NodePool and reason",
+            self.disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodes_terminated",
+            "Nodes drained and released",
+            self.nodes_terminated.clone(),
+        );
         r.register(
             "karpenter_nodeclaims_created",
             "NodeClaims created, by NodePool and reason",

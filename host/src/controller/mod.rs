@@ -4,6 +4,7 @@
 //! Map: `cluster` watches; `provisioner` (with `batcher`) turns pending pods
 //! into NodeClaims; `lifecycle` launches, registers, initializes and
 //! finalizes each NodeClaim; `node_termination` drains Nodes being deleted;
+//! `disruption` removes and replaces nodes the engine picks;
 //! `garbage_collection` reconciles cloud instances with NodeClaims;
 //! `node_pool_status` and `node_class_status` write status; `leader` keeps
 //! all of it to one replica; `server` exposes metrics and probes.
@@ -14,6 +15,7 @@
 pub mod batcher;
 pub mod cluster;
 pub mod conditions;
+pub mod disruption;
 pub mod durations;
 pub mod events;
 pub mod garbage_collection;
@@ -26,6 +28,7 @@ pub mod node_class_status;
 pub mod node_classes;
 pub mod node_pool_status;
 pub mod node_termination;
+pub mod nominations;
 pub mod provisioner;
 pub mod server;
 pub mod unavailable;
@@ -52,6 +55,9 @@ pub struct Options {
     pub metrics_addr: SocketAddr,
     /// Reported on events.
     pub identity: String,
+    pub disruption: disruption::Settings,
+    /// Whether consolidation may replace a spot node with another spot node.
+    pub spot_to_spot_consolidation: bool,
 }
 
 impl Default for Options {
@@ -65,6 +71,8 @@ impl Default for Options {
             election: None,
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             identity: "karpenter".into(),
+            disruption: disruption::Settings::default(),
+            spot_to_spot_consolidation: false,
         }
     }
 }
@@ -78,6 +86,7 @@ pub struct Ctx {
     pub metrics: Arc<metrics::Metrics>,
     pub instance_types: instance_types::InstanceTypeCache,
     pub unavailable: unavailable::UnavailableOfferings,
+    pub nominations: nominations::Nominations,
     pub options: Options,
 }
 
@@ -97,6 +106,7 @@ impl Ctx {
             metrics,
             instance_types: Default::default(),
             unavailable: Default::default(),
+            nominations: Default::default(),
             options,
         })
     }
@@ -144,6 +154,7 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         tokio::spawn(garbage_collection::run(ctx.clone())),
         tokio::spawn(node_pool_status::run(ctx.clone())),
         tokio::spawn(node_class_status::run(ctx.clone())),
+        tokio::spawn(disruption::run(ctx.clone())),
     ];
     tracing::info!("leading: provisioning and lifecycle started");
     let result = match &mut elector {

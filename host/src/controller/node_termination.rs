@@ -137,12 +137,18 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         nodes
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        let pool = node.labels().get(crate::crds::labels::NODE_POOL).cloned();
+        ctx.metrics
+            .nodes_terminated
+            .get_or_create(&super::metrics::Metrics::pool(&pool.unwrap_or_default()))
+            .inc();
         tracing::info!(node = %name, "drained");
     }
     Ok(())
 }
 
-async fn taint(nodes: &Api<Node>, node: &Node) -> anyhow::Result<()> {
+/// Adds `karpenter.sh/disrupted:NoSchedule`, so nothing new lands on it.
+pub(crate) async fn taint(nodes: &Api<Node>, node: &Node) -> anyhow::Result<()> {
     let mut taints = node
         .spec
         .as_ref()

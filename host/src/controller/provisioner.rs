@@ -67,9 +67,9 @@ pub async fn run(ctx: Arc<Ctx>) {
 }
 
 /// A NodePool ready to provision from, with what the engine needs.
-struct Pool {
-    object: Arc<NodePool>,
-    engine: engine::NodePool,
+pub(crate) struct Pool {
+    pub(crate) object: Arc<NodePool>,
+    pub(crate) engine: engine::NodePool,
 }
 
 /// What the engine decided for the pods pending now.
@@ -211,7 +211,7 @@ async fn snapshot(ctx: &Ctx) -> anyhow::Result<(engine::Snapshot, Vec<Pool>)> {
 
 /// The NodePools that can provision now, highest weight first: each with
 /// its plugin's instance types, minus offerings that just failed.
-async fn pools(ctx: &Ctx) -> Vec<Pool> {
+pub(crate) async fn pools(ctx: &Ctx) -> Vec<Pool> {
     let mut out = Vec::new();
     let mut node_pools = ctx.cluster.node_pools.state();
     node_pools.sort_by(|a, b| {
@@ -348,9 +348,11 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
         .filter_map(|p| Some((p.metadata.uid.clone()?, p)))
         .collect();
     let mut decisions = Vec::new();
+    let now = Instant::now();
     for p in &plan.placements {
         let target = match &p.target {
             engine::Target::ExistingNode(n) => {
+                ctx.nominations.nominate(n, now);
                 if ctx.cluster.nodes.find(|x| x.name_any() == *n).is_some() {
                     format!("node/{n}")
                 } else {
@@ -358,7 +360,10 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
                 }
             }
             engine::Target::NewNodeClaim(i) => match created.get(*i).cloned().flatten() {
-                Some(name) => format!("nodeclaim/{name}"),
+                Some(name) => {
+                    ctx.nominations.nominate(&name, now);
+                    format!("nodeclaim/{name}")
+                }
                 None => continue,
             },
         };
@@ -386,7 +391,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
         futures::stream::iter(decisions)
             .for_each_concurrent(16, |(pod, warning, reason, note)| {
                 let events = events.clone();
-                async move { events.pod_decision(&pod, warning, reason, note).await }
+                async move { events.decision(pod.as_ref(), warning, reason, note).await }
             })
             .await;
     });

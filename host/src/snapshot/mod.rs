@@ -5,6 +5,7 @@
 //! types by hand.
 
 pub mod cluster;
+pub mod disruption;
 pub mod instance_types;
 pub mod nodepools;
 pub mod nodes;

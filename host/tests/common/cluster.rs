@@ -150,8 +150,12 @@ impl Drop for Controller {
         // A failing scenario shows what the controller was doing.
         if std::thread::panicking() {
             let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!("--- controller log (last 40 lines) ---");
+            let lines = std::env::var("KARPENTER_E2E_LOG_LINES")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(40);
+            let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+            eprintln!("--- controller log (last {lines} lines) ---");
             for line in tail.into_iter().rev() {
                 eprintln!("{line}");
             }

@@ -1,0 +1,206 @@
+//! Carrying out a disruption command, in Karpenter's order: taint the
+//! candidates `karpenter.sh/disrupted:NoSchedule`, create the replacements,
+//! wait until they are initialized, then delete the candidates' NodeClaims
+//! (termination drains them through the Eviction API). If a replacement
+//! fails, the candidates are untainted and stay.
+
+use crate::controller::Ctx;
+use crate::controller::metrics::{DecisionLabels, DisruptedLabels};
+use crate::controller::node_termination;
+use crate::controller::provisioner::{self, Pool};
+use crate::crds::nodeclaim::conditions;
+use crate::crds::{NodeClaim, labels};
+use engine::disruption::{Command, Method};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The NodeClaim behind a name the engine uses: a Node's (through its
+/// providerID) or, for one still launching, the NodeClaim's own.
+pub fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
+    let node = ctx.cluster.nodes.find(|n| n.name_any() == name);
+    match node.and_then(|n| n.spec.as_ref()?.provider_id.clone()) {
+        Some(id) => ctx
+            .cluster
+            .node_claims
+            .find(|c| c.provider_id() == Some(id.as_str())),
+        None => ctx.cluster.node_claims.find(|c| c.name_any() == name),
+    }
+}
+
+/// Expiration: the NodeClaim is deleted whatever budgets or PDBs say;
+/// termination still drains it gracefully until terminationGracePeriod.
+pub async fn expire(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
+    let Some(claim) = claim_of(ctx, name) else {
+        return Ok(());
+    };
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    terminate(ctx, &claim, "Expired").await
+}
+
+async fn terminate(ctx: &Ctx, claim: &NodeClaim, reason: &str) -> anyhow::Result<()> {
+    ctx.events
+        .normal(
+            claim,
+            "DisruptionTerminating",
+            format!("Disrupting NodeClaim: {reason}"),
+        )
+        .await;
+    crate::controller::lifecycle::delete_node_claim(ctx, claim).await?;
+    ctx.metrics
+        .disrupted
+        .get_or_create(&DisruptedLabels {
+            nodepool: claim.node_pool().unwrap_or_default().to_string(),
+            reason: reason.to_string(),
+        })
+        .inc();
+    tracing::info!(nodeclaim = %claim.name_any(), reason, "disrupting");
+    Ok(())
+}
+
+pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
+    let reason = cmd.reason.as_str();
+    let mut claims = Vec::new();
+    let mut nodes = Vec::new();
+    for name in &cmd.candidates {
+        let claim = claim_of(ctx, name)
+            .ok_or_else(|| anyhow::anyhow!("candidate {name} has no NodeClaim any more"))?;
+        if let Some(n) = ctx.cluster.nodes.find(|n| n.name_any() == *name) {
+            nodes.push(n);
+        }
+        claims.push(claim);
+    }
+    let api = Api::<Node>::all(ctx.client.clone());
+    for n in &nodes {
+        node_termination::taint(&api, n).await?;
+    }
+    let replaced = replace(ctx, cmd, pools).await;
+    if let Err(e) = replaced {
+        for n in &nodes {
+            if let Err(u) = untaint(&api, &n.name_any()).await {
+                tracing::warn!(node = %n.name_any(), error = format!("{u:#}"), "untainting");
+            }
+        }
+        return Err(e.context("replacing; the candidates stay"));
+    }
+    for claim in &claims {
+        terminate(ctx, claim, reason).await?;
+    }
+    ctx.metrics
+        .decisions
+        .get_or_create(&DecisionLabels {
+            decision: if cmd.is_replace() {
+                "replace"
+            } else {
+                "delete"
+            }
+            .into(),
+            reason: reason.into(),
+            consolidation_type: match cmd.method {
+                Method::Emptiness => "empty",
+                Method::MultiNodeConsolidation => "multi",
+                Method::SingleNodeConsolidation => "single",
+                Method::Drift => "",
+            }
+            .into(),
+        })
+        .inc();
+    Ok(())
+}
+
+/// Creates the command's replacements and waits until all are initialized.
+async fn replace(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
+    let plan = &cmd.replacements;
+    if plan.new_node_claims.is_empty() {
+        return Ok(());
+    }
+    let by_name: BTreeMap<&str, &Pool> =
+        pools.iter().map(|p| (p.engine.name.as_str(), p)).collect();
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    let mut created = Vec::new();
+    for claim in &plan.new_node_claims {
+        let pool = by_name
+            .get(claim.node_pool.as_str())
+            .ok_or_else(|| anyhow::anyhow!("NodePool {} is gone", claim.node_pool))?;
+        let object = provisioner::node_claim(&pool.object, plan, claim);
+        let made = api
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(anyhow::Error::from)?;
+        let name = made.name_any();
+        ctx.nominations.nominate(&name, Instant::now());
+        ctx.metrics
+            .created
+            .get_or_create(&crate::controller::metrics::CreatedLabels {
+                nodepool: claim.node_pool.clone(),
+                reason: cmd.reason.as_str().to_string(),
+            })
+            .inc();
+        tracing::info!(nodeclaim = %name, "replacement created");
+        created.push(name);
+    }
+    wait_initialized(ctx, &created).await
+}
+
+async fn wait_initialized(ctx: &Ctx, names: &[String]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + ctx.options.disruption.replacement_timeout;
+    loop {
+        let mut waiting = 0;
+        for name in names {
+            match ctx.cluster.node_claims.find(|c| c.name_any() == *name) {
+                Some(c) if c.metadata.deletion_timestamp.is_some() => {
+                    anyhow::bail!("replacement {name} is being deleted")
+                }
+                Some(c) if c.is_true(conditions::INITIALIZED) => {}
+                Some(_) => waiting += 1,
+                None => {
+                    // The watcher may not have seen it yet; ask the API server.
+                    let got = Api::<NodeClaim>::all(ctx.client.clone())
+                        .get_opt(name)
+                        .await?;
+                    if got.is_none() {
+                        anyhow::bail!("replacement {name} is gone");
+                    }
+                    waiting += 1;
+                }
+            }
+        }
+        if waiting == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("{waiting} replacement(s) not initialized in time");
+        }
+        // Keep them from looking empty while they wait for their pods.
+        for name in names {
+            ctx.nominations.nominate(name, Instant::now());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
+    let Some(node) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    let taints: Vec<_> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != labels::DISRUPTED_TAINT)
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": node.resource_version()},
+        "spec": {"taints": taints},
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Disruption: every pass (10 s by default) the engine decides which nodes
+//! to remove or replace; this module carries that out. Expired NodeClaims are
+//! deleted at once (forceful). A consolidation or emptiness command is
+//! decided again after the validation delay and dropped if the decision
+//! changed; drift needs no second look. `execute` then taints, replaces and
+//! deletes. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable
+//! event; `repair` replaces unhealthy nodes when enabled.
+
+mod execute;
+mod observe;
+pub mod repair;
+
+use super::Ctx;
+use crate::snapshot;
+use engine::disruption::{Command, DisruptionPlan, KeepKind, Method};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use observe::Observer;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub interval: Duration,
+    /// Consolidation is decided twice this far apart, as Karpenter does, so
+    /// a passing lull does not remove a node.
+    pub validation: Duration,
+    /// How long replacements may take to initialize before the command is
+    /// abandoned and its candidates untainted.
+    pub replacement_timeout: Duration,
+    /// Node repair from the plugins' repair policies (Karpenter's NodeRepair
+    /// feature gate; off by default).
+    pub node_repair: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            interval: Duration::from_secs(10),
+            validation: Duration::from_secs(15),
+            replacement_timeout: Duration::from_secs(10 * 60),
+            node_repair: false,
+        }
+    }
+}
+
+pub async fn run(ctx: Arc<Ctx>) {
+    let mut observer = Observer::default();
+    let mut tick = tokio::time::interval(ctx.options.disruption.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = pass(&ctx, &mut observer).await {
+            tracing::warn!(error = format!("{e:#}"), "disruption pass");
+        }
+        if ctx.options.disruption.node_repair
+            && let Err(e) = repair::pass(&ctx).await
+        {
+            tracing::warn!(error = format!("{e:#}"), "node repair pass");
+        }
+    }
+}
+
+/// A decision and the NodePools it was made with.
+pub struct Decision {
+    pub plan: DisruptionPlan,
+    pub(crate) pools: Vec<super::provisioner::Pool>,
+    pub elapsed: Duration,
+}
+
+/// Snapshots the cluster and runs the engine. Changes nothing (`karpenter
+/// explain node` uses it as is).
+pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decision> {
+    let pools = super::provisioner::pools(ctx).await;
+    let now = jiff::Timestamp::now().as_second();
+    let nodes = ctx.cluster.nodes.state();
+    let node_claims = ctx.cluster.node_claims.state();
+    let daemon_sets = ctx.cluster.daemon_sets.state();
+    let pods = ctx.cluster.pods.state();
+    let pdbs = ctx.cluster.pdbs.state();
+    observer.observe(ctx, &pods, &node_claims, now).await;
+    let pairs: Vec<_> = pools
+        .iter()
+        .map(|p| (p.object.clone(), p.engine.clone()))
+        .collect();
+    let mut observed = observer.observed();
+    observed.nominated = ctx.nominations.current(Instant::now());
+    let (snap, skipped) = snapshot::disruption::build(&snapshot::disruption::Inputs {
+        objects: snapshot::cluster::Objects {
+            pods: &pods,
+            nodes: &nodes,
+            node_claims: &node_claims,
+            daemon_sets: &daemon_sets,
+        },
+        pdbs: &pdbs,
+        pools: &pairs,
+        observed: &observed,
+        now,
+        options: engine::disruption::DisruptionOptions {
+            scheduling: ctx.options.engine,
+            spot_to_spot_consolidation: ctx.options.spot_to_spot_consolidation,
+        },
+    });
+    for why in &skipped {
+        tracing::warn!(error = %why, "object left out of disruption");
+    }
+    let started = Instant::now();
+    let plan = tokio::task::spawn_blocking(move || engine::disrupt(&snap)).await?;
+    let elapsed = started.elapsed();
+    ctx.metrics
+        .disruption_duration
+        .observe(elapsed.as_secs_f64());
+    Ok(Decision {
+        plan,
+        pools,
+        elapsed,
+    })
+}
+
+async fn pass(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<()> {
+    let decision = decide(ctx, observer).await?;
+    tracing::debug!(
+        command = decision.plan.command.is_some(),
+        expired = decision.plan.expired.len(),
+        kept = decision.plan.kept.len(),
+        decision_ms = decision.elapsed.as_millis() as u64,
+        "disruption decided"
+    );
+    for name in &decision.plan.expired {
+        execute::expire(ctx, name).await?;
+    }
+    report_kept(ctx, &decision.plan).await;
+    let Some(command) = decision.plan.command.clone() else {
+        return Ok(());
+    };
+    tracing::info!(
+        method = command.method.as_str(),
+        reason = command.reason.as_str(),
+        candidates = ?command.candidates,
+        replacements = command.replacements.new_node_claims.len(),
+        savings = command.savings,
+        decision_ms = decision.elapsed.as_millis() as u64,
+        "disruption command"
+    );
+    let decision = if command.method == Method::Drift {
+        decision
+    } else {
+        tokio::time::sleep(ctx.options.disruption.validation).await;
+        let again = decide(ctx, observer).await?;
+        if !same(&command, again.plan.command.as_ref()) {
+            tracing::info!(
+                method = command.method.as_str(),
+                candidates = ?command.candidates,
+                "the decision changed during validation; command dropped"
+            );
+            return Ok(());
+        }
+        again
+    };
+    execute::run(ctx, &command, &decision.pools).await
+}
+
+/// Validation: the same method would remove the same nodes with as many
+/// replacements.
+fn same(a: &Command, b: Option<&Command>) -> bool {
+    b.is_some_and(|b| {
+        a.method == b.method
+            && a.candidates == b.candidates
+            && a.replacements.new_node_claims.len() == b.replacements.new_node_claims.len()
+    })
+}
+
+/// DisruptionBlocked and Unconsolidatable events on the NodeClaims kept,
+/// each repeated only when its message changes.
+async fn report_kept(ctx: &Ctx, plan: &DisruptionPlan) {
+    for kept in &plan.kept {
+        let Some(reason) = kept.reasons.iter().find(|r| r.kind != KeepKind::Waiting) else {
+            continue;
+        };
+        let Some(claim) = execute::claim_of(ctx, &kept.name) else {
+            continue;
+        };
+        let event = match reason.kind {
+            KeepKind::DisruptionBlocked => "DisruptionBlocked",
+            KeepKind::Unconsolidatable => "Unconsolidatable",
+            KeepKind::Waiting => continue,
+        };
+        ctx.events
+            .decision(claim.as_ref(), false, event, reason.message.clone())
+            .await;
+    }
+}
