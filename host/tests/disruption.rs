@@ -314,7 +314,7 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
     d["spec"]["template"]["metadata"]["annotations"] =
         json!({"karpenter.sh/do-not-disrupt": "true"});
     apply(&c, d);
-    let _controller = Controller::start(&c, &[], &FAST);
+    let controller = Controller::start(&c, &[], &FAST);
     two_half_empty_nodes(&c, &client, ns, pool).await;
     let before = claim_names(&client, pool).await;
 
@@ -342,6 +342,25 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
     // Several passes and a validation later, nothing moved.
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(claim_names(&client, pool).await, before, "both nodes kept");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["explain", "node", &first, "--plugin-dir"])
+        .arg(controller.dir.path().join("plugins"))
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .expect("karpenter explain node");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("stays")
+            && text.contains("DisruptionBlocked: Pod")
+            && text.contains("do-not-disrupt"),
+        "explain node says why: {text}"
+    );
     assert_eq!(pods_running_count(&client, ns, "half").await, 2);
     clean_up(&client, ns, pool).await;
 }
