@@ -46,21 +46,21 @@ pub fn kubelet_flags(kubelet: Option<&Value>) -> Result<Vec<(String, String)>, S
     let mut out = Vec::new();
     for (field, flag) in FLAGS {
         let Some(v) = k.get(*field) else { continue };
-        let value = match v {
+        // A list is one comma-separated flag value.
+        let items = match v {
             Value::Array(items) => items
                 .iter()
                 .map(|i| scalar(i).ok_or_else(|| format!("kubelet.{field}: not a list of strings")))
-                .collect::<Result<Vec<_>, _>>()?
-                .join(","),
-            v => scalar(v).ok_or_else(|| format!("kubelet.{field}: not a scalar"))?,
+                .collect::<Result<Vec<_>, _>>()?,
+            v => vec![scalar(v).ok_or_else(|| format!("kubelet.{field}: not a scalar"))?],
         };
-        if value.is_empty() {
+        if items.is_empty() {
             continue;
         }
-        if !safe(&value) {
-            return Err(format!("kubelet.{field} {value:?} has characters a kubelet flag cannot hold"));
+        if let Some(bad) = items.iter().find(|i| !safe(i)) {
+            return Err(format!("kubelet.{field} {bad:?} has characters a kubelet flag cannot hold"));
         }
-        out.push((flag.to_string(), value));
+        out.push((flag.to_string(), items.join(",")));
     }
     let num = |f: &str| k.get(f).and_then(Value::as_i64);
     if let (Some(high), Some(low)) = (num("imageGCHighThresholdPercent"), num("imageGCLowThresholdPercent"))

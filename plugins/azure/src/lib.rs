@@ -265,7 +265,7 @@ impl Guest for Azure {
             ));
         }
 
-        let (it, offering) = vm::pick(&claim.requirements, &types).ok_or_else(|| {
+        let (it, offering) = vm::pick(&claim.requirements, &claim.labels, &types).ok_or_else(|| {
             insufficient_capacity(
                 format!("no available offering satisfies NodeClaim {}", claim.name),
                 vec![],
