@@ -185,8 +185,30 @@ fn label<'a>(node: &'a Node, key: &str) -> &'a str {
         .unwrap_or_default()
 }
 
-/// Removes what an earlier, failed run may have left.
+/// Removes what an earlier, failed run may have left: its namespaces (whose
+/// pending pods would make NodeClaims), pools, NodeClaims and Nodes.
 async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
+    let namespaces = kubectl(c, &["get", "namespaces", "-o", "name"]);
+    let old: Vec<&str> = namespaces
+        .lines()
+        .filter(|n| n.starts_with("namespace/e2e-azure-"))
+        .collect();
+    for n in &old {
+        kubectl(c, &["delete", n, "--wait=false"]);
+    }
+    for n in &old {
+        let ns = n.trim_start_matches("namespace/");
+        wait_for("an old namespace's pods gone", Duration::from_secs(60), || async {
+            let left = Api::<Pod>::namespaced(client.clone(), ns)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .len();
+            if left == 0 { Ok(()) } else { Err(format!("{left} pods in {ns}")) }
+        })
+        .await;
+    }
     for pool in [CPU_POOL, GPU_POOL] {
         let _ = Api::<karpenter::crds::NodePool>::all(client.clone())
             .delete(pool, &DeleteParams::default())
@@ -348,6 +370,17 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
     );
 
     // NodeClaims: every column filled, Ready; their Nodes Ready.
+    wait_for("the NodeClaims Ready", Duration::from_secs(60), || async {
+        let table = kubectl(&c, &["get", "nodeclaims"]);
+        let waiting = table
+            .lines()
+            .skip(1)
+            .filter(|l| l.starts_with(CPU_POOL) || l.starts_with(GPU_POOL))
+            .filter(|l| l.split_whitespace().nth(5) != Some("True"))
+            .count();
+        if waiting == 0 { Ok(()) } else { Err(table) }
+    })
+    .await;
     let table = kubectl(&c, &["get", "nodeclaims"]);
     eprintln!("{table}");
     let mut rows = 0;
