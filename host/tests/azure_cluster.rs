@@ -198,32 +198,52 @@ async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
     }
     for n in &old {
         let ns = n.trim_start_matches("namespace/");
-        wait_for("an old namespace's pods gone", Duration::from_secs(60), || async {
-            let left = Api::<Pod>::namespaced(client.clone(), ns)
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?
-                .items
-                .len();
-            if left == 0 { Ok(()) } else { Err(format!("{left} pods in {ns}")) }
-        })
+        wait_for(
+            "an old namespace's pods gone",
+            Duration::from_secs(60),
+            || async {
+                let left = Api::<Pod>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .len();
+                if left == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{left} pods in {ns}"))
+                }
+            },
+        )
         .await;
     }
     for pool in [CPU_POOL, GPU_POOL] {
         let _ = Api::<karpenter::crds::NodePool>::all(client.clone())
             .delete(pool, &DeleteParams::default())
             .await;
-        if !claims_of(client, pool).await.is_empty() || !pool_nodes(client, pool).await.is_empty()
-        {
+        if !claims_of(client, pool).await.is_empty() || !pool_nodes(client, pool).await.is_empty() {
             // Their finalizers need a controller; take them off.
             for kind in ["nodeclaims", "nodes"] {
                 let names = kubectl(
                     c,
-                    &["get", kind, "-l", &format!("karpenter.sh/nodepool={pool}"), "-o", "name"],
+                    &[
+                        "get",
+                        kind,
+                        "-l",
+                        &format!("karpenter.sh/nodepool={pool}"),
+                        "-o",
+                        "name",
+                    ],
                 );
                 for n in names.lines().filter(|l| !l.is_empty()) {
                     let _ = Command::new(&c.kubectl)
-                        .args(["patch", n, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#])
+                        .args([
+                            "patch",
+                            n,
+                            "--type=merge",
+                            "-p",
+                            r#"{"metadata":{"finalizers":null}}"#,
+                        ])
                         .env("KUBECONFIG", &c.kubeconfig)
                         .output();
                     let _ = Command::new(&c.kubectl)
@@ -286,29 +306,39 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
     for f in ["nodeclass.yaml", "cpu_nodepool.yaml", "gpu_nodepool.yaml"] {
         kubectl(&c, &["apply", "-f", &example(f)]);
     }
-    wait_for("the AKSNodeClass is Ready", Duration::from_secs(60), || async {
-        let out = kubectl(&c, &["get", "aksnodeclass"]);
-        let row: Vec<String> = out
-            .lines()
-            .find(|l| l.starts_with("azure "))
-            .map(|l| l.split_whitespace().map(str::to_string).collect())
-            .unwrap_or_default();
-        if row.get(1).map(String::as_str) == Some("True") {
-            Ok(())
-        } else {
-            Err(out)
-        }
-    })
+    wait_for(
+        "the AKSNodeClass is Ready",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&c, &["get", "aksnodeclass"]);
+            let row: Vec<String> = out
+                .lines()
+                .find(|l| l.starts_with("azure "))
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default();
+            if row.get(1).map(String::as_str) == Some("True") {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        },
+    )
     .await;
 
     // CPU: 3 pods on a D-family node, after the first zone failed.
     let started = Instant::now();
-    kubectl(&c, &["apply", "-n", &ns, "-f", &example("cpu_deployment.yaml")]);
+    kubectl(
+        &c,
+        &["apply", "-n", &ns, "-f", &example("cpu_deployment.yaml")],
+    );
     wait_for("3 CPU pods running", Duration::from_secs(180), || {
         pods_running(&client, &ns, "sample-cpu-app", 3)
     })
     .await;
-    eprintln!("CPU pods running {:.1}s after apply", started.elapsed().as_secs_f64());
+    eprintln!(
+        "CPU pods running {:.1}s after apply",
+        started.elapsed().as_secs_f64()
+    );
     let state = arm.state().await;
     assert_eq!(state["injections"], 0, "the ZonalAllocationFailed was hit");
     let cpu_vms = vms(&state);
@@ -334,12 +364,18 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
 
     // GPU: one pod on the pinned GPU SKU.
     let started = Instant::now();
-    kubectl(&c, &["apply", "-n", &ns, "-f", &example("gpu_deployment.yaml")]);
+    kubectl(
+        &c,
+        &["apply", "-n", &ns, "-f", &example("gpu_deployment.yaml")],
+    );
     wait_for("the GPU pod running", Duration::from_secs(180), || {
         pods_running(&client, &ns, "sample-gpu-app", 1)
     })
     .await;
-    eprintln!("GPU pod running {:.1}s after apply", started.elapsed().as_secs_f64());
+    eprintln!(
+        "GPU pod running {:.1}s after apply",
+        started.elapsed().as_secs_f64()
+    );
     let gpu_pods = Api::<Pod>::namespaced(client.clone(), &ns)
         .list(&ListParams::default().labels("app=sample-gpu-app"))
         .await
@@ -393,7 +429,10 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
         assert_eq!(cols.len(), 7, "every column filled: {line}");
         assert!(cols[1].starts_with("Standard_"), "TYPE: {line}");
         assert_eq!(cols[2], "on-demand", "{line}");
-        assert!(cols[3].starts_with("southcentralus-") || cols[3] == "0", "ZONE: {line}");
+        assert!(
+            cols[3].starts_with("southcentralus-") || cols[3] == "0",
+            "ZONE: {line}"
+        );
         assert!(cols[4].starts_with("aks-"), "NODE: {line}");
         assert_eq!(cols[5], "True", "READY: {line}");
     }
@@ -403,7 +442,11 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
         assert!(!nodes.is_empty(), "{pool} has nodes");
         for n in &nodes {
             assert!(ready(n), "{:?} is Ready", n.metadata.name);
-            let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            let taints = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
             assert!(
                 !taints.iter().any(|t| t.key == "karpenter.sh/unregistered"
                     || t.key == "node.cilium.io/agent-not-ready"),
@@ -424,32 +467,54 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
             .map_err(|e| e.to_string())?
             .items
             .len();
-        if left == 0 { Ok(()) } else { Err(format!("{left} pods")) }
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{left} pods"))
+        }
     })
     .await;
     for pool in [CPU_POOL, GPU_POOL] {
         kubectl(
             &c,
-            &["delete", "nodeclaims", "-l", &format!("karpenter.sh/nodepool={pool}"), "--wait=false"],
+            &[
+                "delete",
+                "nodeclaims",
+                "-l",
+                &format!("karpenter.sh/nodepool={pool}"),
+                "--wait=false",
+            ],
         );
     }
-    wait_for("no VM, NIC, NodeClaim or Node left", Duration::from_secs(120), || async {
-        let state = arm.state().await;
-        let (vms, nics) = (
-            state["vms"].as_array().map_or(0, Vec::len),
-            state["nics"].as_array().map_or(0, Vec::len),
-        );
-        let claims = claims_of(&client, CPU_POOL).await.len() + claims_of(&client, GPU_POOL).await.len();
-        let nodes = pool_nodes(&client, CPU_POOL).await.len() + pool_nodes(&client, GPU_POOL).await.len();
-        if vms + nics + claims + nodes == 0 {
-            Ok(())
-        } else {
-            Err(format!("{vms} VMs, {nics} NICs, {claims} NodeClaims, {nodes} Nodes"))
-        }
-    })
+    wait_for(
+        "no VM, NIC, NodeClaim or Node left",
+        Duration::from_secs(120),
+        || async {
+            let state = arm.state().await;
+            let (vms, nics) = (
+                state["vms"].as_array().map_or(0, Vec::len),
+                state["nics"].as_array().map_or(0, Vec::len),
+            );
+            let claims =
+                claims_of(&client, CPU_POOL).await.len() + claims_of(&client, GPU_POOL).await.len();
+            let nodes = pool_nodes(&client, CPU_POOL).await.len()
+                + pool_nodes(&client, GPU_POOL).await.len();
+            if vms + nics + claims + nodes == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{vms} VMs, {nics} NICs, {claims} NodeClaims, {nodes} Nodes"
+                ))
+            }
+        },
+    )
     .await;
     let requests = ArmEmulator::requests(&arm.state().await);
-    assert!(requests.iter().any(|r| r.starts_with("DELETE ") && r.contains("/networkInterfaces/")));
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("DELETE ") && r.contains("/networkInterfaces/"))
+    );
 
     for f in ["cpu_nodepool.yaml", "gpu_nodepool.yaml", "nodeclass.yaml"] {
         kubectl(&c, &["delete", "-f", &example(f), "--wait=false"]);

@@ -99,8 +99,7 @@ impl Controller {
             super::plugin_wasm(plugin),
         )
         .expect("wasm");
-        std::fs::write(plugins.join(format!("{plugin}.yaml")), config.to_string())
-            .expect("config");
+        std::fs::write(plugins.join(format!("{plugin}.yaml")), config.to_string()).expect("config");
         let secrets = dir.path().join("secrets");
         std::fs::create_dir_all(secrets.join("kube")).expect("mkdir");
         std::fs::write(secrets.join("kube/token"), &c.token).expect("token");

@@ -53,7 +53,9 @@ pub fn render(b: &Bootstrap) -> String {
     flags.extend(b.kubelet_flags.iter().map(|(k, v)| format!("--{k}={v}")));
     let mut node_setup = b.linux_os_config.script();
     match b.gpu_driver {
-        Some(true) => node_setup.push_str("GPU_DRIVER=install\n/opt/azure/containers/aks-gpu/install.sh\n"),
+        Some(true) => {
+            node_setup.push_str("GPU_DRIVER=install\n/opt/azure/containers/aks-gpu/install.sh\n")
+        }
         Some(false) => node_setup.push_str("GPU_DRIVER=none\n"),
         None => {}
     }

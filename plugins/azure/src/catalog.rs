@@ -522,9 +522,33 @@ mod tests {
             ("Standard_D16s_v5", 110, 260, 2250, 60620, 15740, 58270),
             ("Standard_D16s_v5", 250, 260, 5050, 60620, 15740, 55470),
             // 225280 MiB: a quarter is 56320; 208384 = 225280 * 0.925.
-            ("Standard_NC24ads_A100_v4", 30, 340, 650, 208384, 23660, 207634),
-            ("Standard_NC24ads_A100_v4", 110, 340, 2250, 208384, 23660, 206034),
-            ("Standard_NC24ads_A100_v4", 250, 340, 5050, 208384, 23660, 203234),
+            (
+                "Standard_NC24ads_A100_v4",
+                30,
+                340,
+                650,
+                208384,
+                23660,
+                207634,
+            ),
+            (
+                "Standard_NC24ads_A100_v4",
+                110,
+                340,
+                2250,
+                208384,
+                23660,
+                206034,
+            ),
+            (
+                "Standard_NC24ads_A100_v4",
+                250,
+                340,
+                5050,
+                208384,
+                23660,
+                203234,
+            ),
         ];
         for &(name, max_pods, cpu_res, mem_res, mem_cap, cpu_alloc, mem_alloc) in cases {
             let it = instance_type(
@@ -537,14 +561,22 @@ mod tests {
             let cap = |k: &str| amount(lookup(&it.capacity, k).expect(k));
             let reserved = |k: &str| amount(lookup(&it.overhead.kube_reserved, k).expect(k));
             let evict = amount(lookup(&it.overhead.eviction_threshold, "memory").expect("evict"));
-            assert_eq!(lookup(&it.capacity, "pods"), Some(max_pods.to_string().as_str()), "{what}");
+            assert_eq!(
+                lookup(&it.capacity, "pods"),
+                Some(max_pods.to_string().as_str()),
+                "{what}"
+            );
             assert_eq!(reserved("cpu"), cpu_res, "{what}");
             assert_eq!(reserved("memory"), mem_res, "{what}");
             assert_eq!(evict, 100, "{what}");
             assert!(it.overhead.system_reserved.is_empty(), "{what}");
             assert_eq!(cap("memory"), mem_cap, "{what}");
             assert_eq!(cap("cpu") - reserved("cpu"), cpu_alloc, "{what}");
-            assert_eq!(cap("memory") - reserved("memory") - evict, mem_alloc, "{what}");
+            assert_eq!(
+                cap("memory") - reserved("memory") - evict,
+                mem_alloc,
+                "{what}"
+            );
         }
     }
 

@@ -58,15 +58,22 @@ pub fn kubelet_flags(kubelet: Option<&Value>) -> Result<Vec<(String, String)>, S
             continue;
         }
         if let Some(bad) = items.iter().find(|i| !safe(i)) {
-            return Err(format!("kubelet.{field} {bad:?} has characters a kubelet flag cannot hold"));
+            return Err(format!(
+                "kubelet.{field} {bad:?} has characters a kubelet flag cannot hold"
+            ));
         }
         out.push((flag.to_string(), items.join(",")));
     }
     let num = |f: &str| k.get(f).and_then(Value::as_i64);
-    if let (Some(high), Some(low)) = (num("imageGCHighThresholdPercent"), num("imageGCLowThresholdPercent"))
-        && high <= low
+    if let (Some(high), Some(low)) = (
+        num("imageGCHighThresholdPercent"),
+        num("imageGCLowThresholdPercent"),
+    ) && high <= low
     {
-        return Err("kubelet.imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent".into());
+        return Err(
+            "kubelet.imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
+                .into(),
+        );
     }
     Ok(out)
 }
@@ -86,10 +93,18 @@ impl LinuxOsConfig {
             return Ok(LinuxOsConfig::default());
         };
         let mut sysctls = Vec::new();
-        for (key, value) in o.get("sysctls").and_then(Value::as_object).into_iter().flatten() {
-            let value = scalar(value).ok_or_else(|| format!("linuxOSConfig.sysctls.{key}: not a scalar"))?;
+        for (key, value) in o
+            .get("sysctls")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let value = scalar(value)
+                .ok_or_else(|| format!("linuxOSConfig.sysctls.{key}: not a scalar"))?;
             if !safe(key) || key.contains('=') || !safe(&value) {
-                return Err(format!("linuxOSConfig.sysctls: {key:?} = {value:?} is not a sysctl"));
+                return Err(format!(
+                    "linuxOSConfig.sysctls: {key:?} = {value:?} is not a sysctl"
+                ));
             }
             sysctls.push((key.clone(), value));
         }
@@ -97,17 +112,25 @@ impl LinuxOsConfig {
             match o.get(field).and_then(Value::as_str) {
                 None => Ok(None),
                 Some(v) if allowed.contains(&v) => Ok(Some(v.to_string())),
-                Some(v) => Err(format!("linuxOSConfig.{field} {v:?} is not one of {allowed:?}")),
+                Some(v) => Err(format!(
+                    "linuxOSConfig.{field} {v:?} is not one of {allowed:?}"
+                )),
             }
         };
         Ok(LinuxOsConfig {
             sysctls,
-            transparent_huge_page_enabled: choice("transparentHugePageEnabled", &["always", "madvise", "never"])?,
+            transparent_huge_page_enabled: choice(
+                "transparentHugePageEnabled",
+                &["always", "madvise", "never"],
+            )?,
             transparent_huge_page_defrag: choice(
                 "transparentHugePageDefrag",
                 &["always", "defer", "defer+madvise", "madvise", "never"],
             )?,
-            swap_file_size_mb: o.get("swapFileSizeMB").and_then(Value::as_u64).filter(|n| *n > 0),
+            swap_file_size_mb: o
+                .get("swapFileSizeMB")
+                .and_then(Value::as_u64)
+                .filter(|n| *n > 0),
         })
     }
 
@@ -122,10 +145,14 @@ impl LinuxOsConfig {
             s.push_str("SYSCTL_EOF\nsysctl --system\n");
         }
         if let Some(v) = &self.transparent_huge_page_enabled {
-            s.push_str(&format!("echo {v} > /sys/kernel/mm/transparent_hugepage/enabled\n"));
+            s.push_str(&format!(
+                "echo {v} > /sys/kernel/mm/transparent_hugepage/enabled\n"
+            ));
         }
         if let Some(v) = &self.transparent_huge_page_defrag {
-            s.push_str(&format!("echo {v} > /sys/kernel/mm/transparent_hugepage/defrag\n"));
+            s.push_str(&format!(
+                "echo {v} > /sys/kernel/mm/transparent_hugepage/defrag\n"
+            ));
         }
         if let Some(mb) = self.swap_file_size_mb {
             s.push_str(&format!(
@@ -156,7 +183,10 @@ mod tests {
         assert_eq!(get("image-gc-high-threshold"), Some("85"));
         assert_eq!(get("image-gc-low-threshold"), Some("80"));
         assert_eq!(get("topology-manager-policy"), Some("single-numa-node"));
-        assert_eq!(get("allowed-unsafe-sysctls"), Some("kernel.msg*,net.ipv4.route.min_pmtu"));
+        assert_eq!(
+            get("allowed-unsafe-sysctls"),
+            Some("kernel.msg*,net.ipv4.route.min_pmtu")
+        );
         assert_eq!(get("container-log-max-size"), Some("50Mi"));
         assert_eq!(get("container-log-max-files"), Some("5"));
         assert_eq!(get("pod-max-pids"), Some("4096"));
@@ -164,8 +194,10 @@ mod tests {
         assert!(kubelet_flags(None).expect("none").is_empty());
         assert!(kubelet_flags(Some(&json!({"containerLogMaxSize": "1Mi --v=9"}))).is_err());
         assert!(
-            kubelet_flags(Some(&json!({"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60})))
-                .is_err()
+            kubelet_flags(Some(
+                &json!({"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60})
+            ))
+            .is_err()
         );
     }
 
@@ -185,6 +217,9 @@ mod tests {
         assert!(s.contains("fallocate -l 1500M /swapfile"));
         assert_eq!(LinuxOsConfig::parse(None).expect("none").script(), "");
         assert!(LinuxOsConfig::parse(Some(&json!({"sysctls": {"a; rm -rf /": 1}}))).is_err());
-        assert!(LinuxOsConfig::parse(Some(&json!({"transparentHugePageEnabled": "sometimes"}))).is_err());
+        assert!(
+            LinuxOsConfig::parse(Some(&json!({"transparentHugePageEnabled": "sometimes"})))
+                .is_err()
+        );
     }
 }

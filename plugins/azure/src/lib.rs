@@ -265,12 +265,13 @@ impl Guest for Azure {
             ));
         }
 
-        let (it, offering) = vm::pick(&claim.requirements, &claim.labels, &types).ok_or_else(|| {
-            insufficient_capacity(
-                format!("no available offering satisfies NodeClaim {}", claim.name),
-                vec![],
-            )
-        })?;
+        let (it, offering) =
+            vm::pick(&claim.requirements, &claim.labels, &types).ok_or_else(|| {
+                insufficient_capacity(
+                    format!("no available offering satisfies NodeClaim {}", claim.name),
+                    vec![],
+                )
+            })?;
         let sku = skus
             .iter()
             .find(|k| k.name == it.name)
@@ -404,15 +405,13 @@ impl Guest for Azure {
         });
         // Past this point a failure must not leave the NIC (or a VM that ARM
         // created before failing) behind: both are ours alone.
-        let sent = arm
-            .send("PUT", &vm_url, Some(&body))
-            .and_then(|r| {
-                if r.is_success() {
-                    arm.wait(&r).map(Result::err)
-                } else {
-                    Ok(Some(ArmError::from_body(r.status, &r.body)))
-                }
-            });
+        let sent = arm.send("PUT", &vm_url, Some(&body)).and_then(|r| {
+            if r.is_success() {
+                arm.wait(&r).map(Result::err)
+            } else {
+                Ok(Some(ArmError::from_body(r.status, &r.body)))
+            }
+        });
         let failure = match sent {
             Ok(failure) => failure,
             Err(e) => {
@@ -619,7 +618,11 @@ impl Guest for Azure {
 /// past every retry), as a create error that says what was being done.
 fn in_create(what: &str, e: Error) -> Error {
     match e {
-        Error::Other(o) => create_error("ARMRequestFailed", format!("{what}: {}", o.message), o.retryable),
+        Error::Other(o) => create_error(
+            "ARMRequestFailed",
+            format!("{what}: {}", o.message),
+            o.retryable,
+        ),
         other => other,
     }
 }

@@ -290,9 +290,16 @@ mod tests {
         );
         assert_eq!(
             s.kubelet_flags,
-            Ok(vec![("cpu-manager-policy".to_string(), "static".to_string())])
+            Ok(vec![(
+                "cpu-manager-policy".to_string(),
+                "static".to_string()
+            )])
         );
-        assert!(s.linux_os_config.as_ref().is_ok_and(|c| c.script().contains("echo never")));
+        assert!(
+            s.linux_os_config
+                .as_ref()
+                .is_ok_and(|c| c.script().contains("echo never"))
+        );
         assert!(!s.gpu_driver);
         assert!(spec("{}").gpu_driver);
         let bad = spec(r#"{"kubelet": {"containerLogMaxSize": "1 Mi"}}"#);

@@ -445,12 +445,26 @@ mod tests {
         // The NodePool's name and template labels are the node's, not the
         // machine's: they do not rule a type out.
         let mut templated = base.clone();
-        templated.push(req(labels::NODE_POOL, Operator::In, &["azure-cpu-nodepool"]));
-        templated.push(req("kubernetes.azure.com/ebpf-dataplane", Operator::In, &["cilium"]));
+        templated.push(req(
+            labels::NODE_POOL,
+            Operator::In,
+            &["azure-cpu-nodepool"],
+        ));
+        templated.push(req(
+            "kubernetes.azure.com/ebpf-dataplane",
+            Operator::In,
+            &["cilium"],
+        ));
         assert!(pick(&templated, &[], &types).is_none());
-        let template = [("kubernetes.azure.com/ebpf-dataplane".to_string(), "cilium".to_string())];
+        let template = [(
+            "kubernetes.azure.com/ebpf-dataplane".to_string(),
+            "cilium".to_string(),
+        )];
         assert_eq!(
-            pick(&templated, &template, &types).expect("offering").0.name,
+            pick(&templated, &template, &types)
+                .expect("offering")
+                .0
+                .name,
             "Standard_D4as_v5"
         );
     }

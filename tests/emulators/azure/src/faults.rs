@@ -39,7 +39,10 @@ impl Fault {
                 "TooManyRequests",
                 "The request is being throttled as the limit has been reached for operation type - Write_PT1M. For more information, see - https://aka.ms/throttling",
             ),
-            502 => ("BadGateway", "The gateway did not receive a response in time."),
+            502 => (
+                "BadGateway",
+                "The gateway did not receive a response in time.",
+            ),
             503 => (
                 "ServiceUnavailable",
                 "The service is temporarily unavailable. Please retry later.",
@@ -83,9 +86,18 @@ mod tests {
     fn matches_method_and_path() {
         let f = Fault::from_json(&json!({"status": 429, "retryAfter": 1, "method": "put", "path": "virtualMachines", "count": 2}))
             .expect("fault");
-        assert!(f.matches("PUT", "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualmachines/x"));
-        assert!(!f.matches("GET", "/subscriptions/s/providers/Microsoft.Compute/virtualMachines/x"));
-        assert!(!f.matches("PUT", "/subscriptions/s/providers/Microsoft.Network/networkInterfaces/x"));
+        assert!(f.matches(
+            "PUT",
+            "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualmachines/x"
+        ));
+        assert!(!f.matches(
+            "GET",
+            "/subscriptions/s/providers/Microsoft.Compute/virtualMachines/x"
+        ));
+        assert!(!f.matches(
+            "PUT",
+            "/subscriptions/s/providers/Microsoft.Network/networkInterfaces/x"
+        ));
         assert_eq!(f.body()["error"]["code"], "TooManyRequests");
         let forever = Fault::from_json(&json!({"status": 503, "persistent": true})).expect("fault");
         assert_eq!(forever.count, u32::MAX);

@@ -1205,7 +1205,10 @@ impl Emulator {
             .is_some_and(|t| t.iter().any(|t| t["key"] == CILIUM_TAINT));
         if has_cilium_taint {
             let http = self.http.clone();
-            let name = node["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let name = node["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             tokio::spawn(async move {
                 if let Err(e) = cilium_agent(&http, &kube, &name).await {
                     eprintln!("azure-emulator: cilium agent on {name}: {e:#}");
@@ -1224,7 +1227,10 @@ const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
 /// Node (its `karpenter.sh/unregistered` taint is gone; registration would
 /// put startup taints back), removes the agent-not-ready taint.
 async fn cilium_agent(http: &reqwest::Client, kube: &Kube, name: &str) -> anyhow::Result<()> {
-    let url = format!("{}/api/v1/nodes/{name}", kube.endpoint.trim_end_matches('/'));
+    let url = format!(
+        "{}/api/v1/nodes/{name}",
+        kube.endpoint.trim_end_matches('/')
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     while std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

@@ -19,8 +19,9 @@ pub fn acceptor() -> anyhow::Result<(tokio_rustls::TlsAcceptor, String)> {
     ];
     let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
     let leaf_key = rcgen::KeyPair::generate()?;
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?
-        .signed_by(&leaf_key, &ca)?;
+    let leaf =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?
+            .signed_by(&leaf_key, &ca)?;
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -30,8 +31,5 @@ pub fn acceptor() -> anyhow::Result<(tokio_rustls::TlsAcceptor, String)> {
         vec![leaf.der().clone(), ca.der().clone()],
         rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
     )?;
-    Ok((
-        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-        ca.pem(),
-    ))
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), ca.pem()))
 }

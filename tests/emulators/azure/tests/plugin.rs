@@ -569,23 +569,43 @@ async fn throttling_and_server_errors_are_retried_with_backoff() {
     let s = setup(Quota::default()).await;
     // One 429 on the NIC, two 503s on the VM (Retry-After: 1 each), and a
     // 500 without Retry-After on an operation poll (the plugin's own backoff).
-    s.emulator.fault(fault(429, Some(1), "PUT", "/networkInterfaces/", 1));
-    s.emulator.fault(fault(503, Some(1), "PUT", "/virtualMachines/", 2));
+    s.emulator
+        .fault(fault(429, Some(1), "PUT", "/networkInterfaces/", 1));
+    s.emulator
+        .fault(fault(503, Some(1), "PUT", "/virtualMachines/", 2));
     s.emulator.fault(fault(500, None, "GET", "/operations/", 1));
     let c = claim(
         "default-retry",
-        vec![req("node.kubernetes.io/instance-type", &["Standard_D2s_v5"])],
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5"],
+        )],
     );
     let started = Instant::now();
-    let i = s.plugin.create(&c, &class()).await.expect("create succeeds");
+    let i = s
+        .plugin
+        .create(&c, &class())
+        .await
+        .expect("create succeeds");
     let took = started.elapsed();
     assert_eq!(i.instance_type, "Standard_D2s_v5");
     assert_eq!(s.emulator.vms(), ["mc_rg_aks_westus3/aks-default-retry"]);
     let log = s.emulator.requests();
-    assert_eq!(count(&log, "PUT", "/networkInterfaces/aks-default-retry"), 2, "{log:?}");
-    assert_eq!(count(&log, "PUT", "/virtualMachines/aks-default-retry"), 3, "{log:?}");
+    assert_eq!(
+        count(&log, "PUT", "/networkInterfaces/aks-default-retry"),
+        2,
+        "{log:?}"
+    );
+    assert_eq!(
+        count(&log, "PUT", "/virtualMachines/aks-default-retry"),
+        3,
+        "{log:?}"
+    );
     // 1 s + 2 × 1 s of Retry-After, and at least 0.5 s of backoff.
-    assert!(took >= Duration::from_millis(3_500), "retried without waiting: {took:?}");
+    assert!(
+        took >= Duration::from_millis(3_500),
+        "retried without waiting: {took:?}"
+    );
     eprintln!("create with 4 transient failures took {took:?}");
 }
 
@@ -596,9 +616,16 @@ async fn a_persistent_server_error_is_a_clear_error_and_leaves_nothing_behind() 
         .fault(fault(503, Some(1), "PUT", "/virtualMachines/", u32::MAX));
     let c = claim(
         "default-persist",
-        vec![req("node.kubernetes.io/instance-type", &["Standard_D2s_v5"])],
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5"],
+        )],
     );
-    let err = s.plugin.create(&c, &class()).await.expect_err("ARM keeps failing");
+    let err = s
+        .plugin
+        .create(&c, &class())
+        .await
+        .expect_err("ARM keeps failing");
     let Some(wit::Error::CreateError(ce)) = err.provider_error() else {
         panic!("not a create error: {err}")
     };
@@ -612,14 +639,26 @@ async fn a_persistent_server_error_is_a_clear_error_and_leaves_nothing_behind() 
         assert!(ce.message.contains(part), "{part:?} not in {}", ce.message);
     }
     let log = s.emulator.requests();
-    assert_eq!(count(&log, "PUT", "/virtualMachines/aks-default-persist"), 5, "{log:?}");
+    assert_eq!(
+        count(&log, "PUT", "/virtualMachines/aks-default-persist"),
+        5,
+        "{log:?}"
+    );
     // The NIC made before the VM was deleted again; no VM exists.
     assert!(s.emulator.vms().is_empty(), "{:?}", s.emulator.vms());
     assert!(s.emulator.nics().is_empty(), "{:?}", s.emulator.nics());
-    assert_eq!(count(&log, "DELETE", "/networkInterfaces/aks-default-persist"), 1, "{log:?}");
+    assert_eq!(
+        count(&log, "DELETE", "/networkInterfaces/aks-default-persist"),
+        1,
+        "{log:?}"
+    );
     // Once ARM recovers, the same NodeClaim launches.
     s.emulator.clear_faults();
-    let i = s.plugin.create(&c, &class()).await.expect("create after recovery");
+    let i = s
+        .plugin
+        .create(&c, &class())
+        .await
+        .expect("create after recovery");
     assert_eq!(i.node_claim, "default-persist");
     assert_eq!(s.emulator.vms().len(), 1);
 }
