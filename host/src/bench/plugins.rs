@@ -1,6 +1,9 @@
 //! `karpenter bench plugins`: what the plugin runtime costs. Sizes, load from
 //! the precompiled cache, a trivial call, get-instance-types of the kwok
-//! catalog, and many concurrent creates that each wait on HTTP.
+//! catalog, and many concurrent creates that each wait on HTTP. Then, for
+//! every plugin of the directory, get-instance-types with a default NodeClass
+//! and no settings (its embedded catalog): cold, the first call on a fresh
+//! instance, and warm.
 
 use crate::plugins::capabilities::cluster::ClusterView;
 use crate::plugins::capabilities::secrets::SecretStore;
@@ -25,6 +28,17 @@ pub struct Report {
     pub concurrent_creates: usize,
     pub create_http_wait_s: f64,
     pub concurrent_creates_total_s: f64,
+    pub get_instance_types_by_plugin: Vec<PluginFigures>,
+}
+
+/// get-instance-types of one plugin with a default NodeClass.
+#[derive(Debug, Serialize)]
+pub struct PluginFigures {
+    pub plugin: String,
+    pub instance_types: usize,
+    /// The first call after a load (a fresh instance), averaged over loads.
+    pub cold_us: f64,
+    pub warm_us: f64,
 }
 
 pub struct Options<'a> {
@@ -58,8 +72,79 @@ pub async fn run(opts: Options<'_>) -> anyhow::Result<Report> {
     std::fs::create_dir_all(scratch.join("secrets/kube"))?;
     std::fs::write(scratch.join("secrets/kube/token"), "bench-token")?;
     let result = measure(&kwok, &scratch, &opts, sizes).await;
+    let result = match result {
+        Ok(mut report) => {
+            let mut figures = Vec::new();
+            for (name, _) in &report.sizes {
+                let wasm = dir.read(format!("{name}.wasm"))?;
+                figures.push(
+                    per_plugin(name, &wasm, &scratch)
+                        .await
+                        .with_context(|| format!("get-instance-types of {name}"))?,
+                );
+            }
+            report.get_instance_types_by_plugin = figures;
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    };
     let _ = std::fs::remove_dir_all(&scratch);
     result
+}
+
+async fn per_plugin(name: &str, wasm: &[u8], scratch: &Path) -> anyhow::Result<PluginFigures> {
+    let runtime = Runtime::new(RuntimeOptions {
+        precompiled: Some(Dir::open_ambient_dir(
+            scratch.join("precompiled"),
+            ambient_authority(),
+        )?),
+        cluster: Arc::new(ClusterView::new("bench", "https://127.0.0.1:6443", "")),
+        ..RuntimeOptions::default()
+    })?;
+    let config = PluginConfig::default();
+    let mut plugin = runtime.load(name, wasm, config.clone()).await?;
+    let Some(kind) = plugin.metadata.node_classes.first().cloned() else {
+        anyhow::bail!("plugin {name} serves no NodeClass kind");
+    };
+    let class_ref = wit::NodeClassRef {
+        group: kind.group.clone(),
+        kind: kind.kind.clone(),
+        name: "default".into(),
+    };
+    let pool = objects::bare_node_pool("default", class_ref);
+    let class = wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: serde_json::json!({
+            "apiVersion": format!("{}/{}", kind.group, kind.version),
+            "kind": kind.kind,
+            "metadata": {"name": "default"},
+            "spec": {},
+        })
+        .to_string(),
+    };
+    let loads = 5;
+    let mut cold = Duration::ZERO;
+    let mut instance_types = 0;
+    for i in 0..loads {
+        if i > 0 {
+            plugin = runtime.load(name, wasm, config.clone()).await?;
+        }
+        let t = Instant::now();
+        instance_types = plugin.get_instance_types(&pool, &class).await?.len();
+        cold += t.elapsed();
+    }
+    let rounds = 200;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        plugin.get_instance_types(&pool, &class).await?;
+    }
+    Ok(PluginFigures {
+        plugin: name.to_string(),
+        instance_types,
+        cold_us: cold.as_secs_f64() * 1e6 / f64::from(loads),
+        warm_us: t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds),
+    })
 }
 
 async fn measure(
@@ -153,6 +238,7 @@ async fn measure(
         concurrent_creates: opts.creates,
         create_http_wait_s: opts.http_wait.as_secs_f64(),
         concurrent_creates_total_s,
+        get_instance_types_by_plugin: Vec::new(),
     })
 }
 

@@ -157,6 +157,12 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 report.create_http_wait_s,
                 report.concurrent_creates_total_s
             );
+            for f in &report.get_instance_types_by_plugin {
+                println!(
+                    "get-instance-types {:<10} ({} types, default NodeClass): cold {:.1} us, warm {:.1} us",
+                    f.plugin, f.instance_types, f.cold_us, f.warm_us
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

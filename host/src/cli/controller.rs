@@ -39,6 +39,11 @@ pub struct ControllerArgs {
     /// into bootstrap data.
     #[arg(long, env = "CLUSTER_CA_FILE")]
     pub cluster_ca_file: Option<PathBuf>,
+    /// PEM CA bundle trusted for outbound HTTPS besides the built-in roots,
+    /// by the token source and plugins' HTTP: a private cloud's CA, or an
+    /// emulator's in tests.
+    #[arg(long, env = "TRUSTED_CA_FILE")]
+    pub trusted_ca_file: Option<PathBuf>,
     #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = duration)]
     pub batch_idle_duration: Duration,
     #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = duration)]
@@ -122,6 +127,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         Some(p) => files::read_to_string(p)?,
         None => String::new(),
     };
+    let trusted: Vec<Vec<u8>> = match &args.trusted_ca_file {
+        Some(p) => vec![files::read_to_string(p)?.into_bytes()],
+        None => vec![],
+    };
     let precompiled = match &args.precompiled_dir {
         Some(p) => Some(open_dir(p)?),
         None => files::precompiled_dir(),
@@ -133,11 +142,13 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             None => SecretStore::none(),
         },
         cluster: Arc::new(ClusterView::new(&args.cluster_name, &endpoint, &ca)),
-        tokens: tokens::from_environment(&[])?,
+        tokens: tokens::from_environment(&trusted)?,
         extra_roots: if ca.is_empty() {
-            vec![]
+            trusted
         } else {
-            vec![ca.clone().into_bytes()]
+            std::iter::once(ca.clone().into_bytes())
+                .chain(trusted)
+                .collect()
         },
     })?;
     let registry = Registry::open(runtime, open_dir(&args.plugin_dir)?).await?;

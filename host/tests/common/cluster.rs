@@ -71,17 +71,35 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// The controller with the kwok plugin and these settings.
     pub fn start(c: &Cluster, settings: &[(&str, &str)], extra: &[&str]) -> Controller {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let plugins = dir.path().join("plugins");
-        std::fs::create_dir_all(&plugins).expect("mkdir");
-        std::fs::write(plugins.join("kwok.wasm"), super::plugin_wasm("kwok")).expect("wasm");
         let config = json!({
             "allowedHosts": [c.endpoint],
             "secrets": ["kube/token"],
             "settings": settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
         });
-        std::fs::write(plugins.join("kwok.yaml"), config.to_string()).expect("config");
+        Controller::start_with(c, "kwok", config, &[], extra)
+    }
+
+    /// The controller with one plugin (`target/plugins/<plugin>.wasm`) and its
+    /// `<plugin>.yaml`, extra environment variables and arguments. The secret
+    /// `kube/token` holds the cluster's token.
+    pub fn start_with(
+        c: &Cluster,
+        plugin: &str,
+        config: serde_json::Value,
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Controller {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir_all(&plugins).expect("mkdir");
+        std::fs::write(
+            plugins.join(format!("{plugin}.wasm")),
+            super::plugin_wasm(plugin),
+        )
+        .expect("wasm");
+        std::fs::write(plugins.join(format!("{plugin}.yaml")), config.to_string()).expect("config");
         let secrets = dir.path().join("secrets");
         std::fs::create_dir_all(secrets.join("kube")).expect("mkdir");
         std::fs::write(secrets.join("kube/token"), &c.token).expect("token");
@@ -107,6 +125,7 @@ impl Controller {
             .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
             .args(["--gc-interval", "5s"])
             .args(extra)
+            .envs(env.iter().copied())
             .env("KUBECONFIG", &c.kubeconfig)
             .env_remove("POD_NAME")
             .stdout(Stdio::null())
@@ -190,9 +209,17 @@ pub fn install_crds(c: &Cluster) {
         c,
         &["apply", "--server-side", "-f", crds.to_str().expect("path")],
     );
+    for crd in ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh"] {
+        wait_established(c, crd);
+    }
+    install_plugin_crd(c, "kwok", "kwoknodeclasses.karpenter.kwok.sh");
+}
+
+/// A plugin's NodeClass CRD, from `karpenter plugin crd`, established.
+pub fn install_plugin_crd(c: &Cluster, plugin: &str, crd: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
         .args(["plugin", "crd"])
-        .arg(repo().join("target/plugins/kwok.wasm"))
+        .arg(repo().join(format!("target/plugins/{plugin}.wasm")))
         .output()
         .expect("karpenter plugin crd");
     assert!(
@@ -200,27 +227,25 @@ pub fn install_crds(c: &Cluster) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let file = std::env::temp_dir().join(format!("kwok-crd-{}.yaml", std::process::id()));
+    let file = std::env::temp_dir().join(format!("{plugin}-crd-{}.yaml", std::process::id()));
     std::fs::write(&file, &out.stdout).expect("write");
     kubectl(
         c,
         &["apply", "--server-side", "-f", file.to_str().expect("path")],
     );
-    for crd in [
-        "nodepools.karpenter.sh",
-        "nodeclaims.karpenter.sh",
-        "kwoknodeclasses.karpenter.kwok.sh",
-    ] {
-        kubectl(
-            c,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                &format!("crd/{crd}"),
-            ],
-        );
-    }
+    wait_established(c, crd);
+}
+
+fn wait_established(c: &Cluster, crd: &str) {
+    kubectl(
+        c,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            &format!("crd/{crd}"),
+        ],
+    );
 }
 
 pub fn apply(c: &Cluster, manifest: serde_json::Value) {

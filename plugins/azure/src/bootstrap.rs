@@ -7,6 +7,7 @@
 //! space-separated `--flag=value` items (label and taint values hold no
 //! spaces); the emulator reads the node it registers from it.
 
+use crate::kubelet::LinuxOsConfig;
 use crate::overhead::EVICTION_HARD_MIB;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,11 @@ pub struct Bootstrap {
     pub kube_reserved_memory_mib: u64,
     pub max_pods: u64,
     pub kubernetes_version: String,
+    /// From the AKSNodeClass `kubelet` block: (flag without `--`, value).
+    pub kubelet_flags: Vec<(String, String)>,
+    pub linux_os_config: LinuxOsConfig,
+    /// Some(install?) on GPU sizes (gpu.mode Driver installs the driver).
+    pub gpu_driver: Option<bool>,
 }
 
 pub fn render(b: &Bootstrap) -> String {
@@ -43,6 +49,15 @@ pub fn render(b: &Bootstrap) -> String {
     ];
     if !b.taints.is_empty() {
         flags.push(format!("--register-with-taints={}", b.taints.join(",")));
+    }
+    flags.extend(b.kubelet_flags.iter().map(|(k, v)| format!("--{k}={v}")));
+    let mut node_setup = b.linux_os_config.script();
+    match b.gpu_driver {
+        Some(true) => {
+            node_setup.push_str("GPU_DRIVER=install\n/opt/azure/containers/aks-gpu/install.sh\n")
+        }
+        Some(false) => node_setup.push_str("GPU_DRIVER=none\n"),
+        None => {}
     }
     format!(
         r#"#!/bin/bash
@@ -70,7 +85,7 @@ contexts:
   context: {{cluster: cluster, user: kubelet-bootstrap}}
 current-context: bootstrap
 KUBECONFIG_EOF
-cat > /etc/default/kubelet <<'FLAGS_EOF'
+{node_setup}cat > /etc/default/kubelet <<'FLAGS_EOF'
 KUBELET_FLAGS={flags}
 FLAGS_EOF
 systemctl daemon-reload
@@ -141,6 +156,9 @@ mod tests {
             kube_reserved_memory_mib: 650,
             max_pods: 30,
             kubernetes_version: "1.34.2".into(),
+            kubelet_flags: vec![],
+            linux_os_config: LinuxOsConfig::default(),
+            gpu_driver: None,
         }
     }
 
@@ -164,6 +182,25 @@ mod tests {
             Some("karpenter.sh/nodepool=default,node.kubernetes.io/instance-type=Standard_D4s_v5")
         );
         assert!(get("provider-id").is_some_and(|p| p.starts_with("azure:///subscriptions/s/")));
+    }
+
+    #[test]
+    fn node_configuration_reaches_the_script() {
+        let mut b = sample();
+        b.kubelet_flags = vec![("cpu-manager-policy".into(), "static".into())];
+        b.linux_os_config = LinuxOsConfig {
+            sysctls: vec![("vm.max_map_count".into(), "262144".into())],
+            ..LinuxOsConfig::default()
+        };
+        b.gpu_driver = Some(true);
+        let script = render(&b);
+        let flags = kubelet_flags(&script);
+        assert!(flags.contains(&("cpu-manager-policy".into(), "static".into())));
+        assert!(script.contains("vm.max_map_count = 262144\n"));
+        assert!(script.contains("GPU_DRIVER=install\n"));
+        b.gpu_driver = Some(false);
+        assert!(render(&b).contains("GPU_DRIVER=none\n"));
+        assert!(!render(&sample()).contains("GPU_DRIVER"));
     }
 
     #[test]

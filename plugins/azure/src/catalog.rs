@@ -493,6 +493,93 @@ mod tests {
         assert_eq!(lookup(&d.capacity, "memory"), Some("15155Mi")); // 16384 * 0.925 = 15155.2
     }
 
+    /// MiB or millicores of a quantity the plugin writes ("650Mi", "140m", "4").
+    fn amount(q: &str) -> u64 {
+        if let Some(n) = q.strip_suffix("Mi") {
+            n.parse().expect("MiB")
+        } else if let Some(n) = q.strip_suffix('m') {
+            n.parse().expect("millicores")
+        } else {
+            q.parse::<u64>().expect("whole") * 1000
+        }
+    }
+
+    /// The figures a user can check by hand, per the seed: kube-reserved
+    /// memory = min(20 * maxPods + 50, totalMemoryMiB / 4) MiB plus a 100 MiB
+    /// hard eviction threshold; memory capacity = floor(GiB) * 1024 less 7.5%;
+    /// kube-reserved CPU = 60m + 40m + 20m + 20m + 10m per core above four.
+    #[test]
+    fn overhead_and_allocatable_follow_max_pods() {
+        // (size, maxPods, kube-reserved cpu m, kube-reserved memory Mi,
+        //  capacity memory Mi, allocatable cpu m, allocatable memory Mi)
+        let cases: &[(&str, u64, u64, u64, u64, u64, u64)] = &[
+            // 16384 MiB: a quarter is 4096; 15155 = 16384 * 0.925.
+            ("Standard_D4s_v5", 30, 140, 650, 15155, 3860, 14405),
+            ("Standard_D4s_v5", 110, 140, 2250, 15155, 3860, 12805),
+            ("Standard_D4s_v5", 250, 140, 4096, 15155, 3860, 10959),
+            // 65536 MiB: a quarter is 16384; 60620 = 65536 * 0.925.
+            ("Standard_D16s_v5", 30, 260, 650, 60620, 15740, 59870),
+            ("Standard_D16s_v5", 110, 260, 2250, 60620, 15740, 58270),
+            ("Standard_D16s_v5", 250, 260, 5050, 60620, 15740, 55470),
+            // 225280 MiB: a quarter is 56320; 208384 = 225280 * 0.925.
+            (
+                "Standard_NC24ads_A100_v4",
+                30,
+                340,
+                650,
+                208384,
+                23660,
+                207634,
+            ),
+            (
+                "Standard_NC24ads_A100_v4",
+                110,
+                340,
+                2250,
+                208384,
+                23660,
+                206034,
+            ),
+            (
+                "Standard_NC24ads_A100_v4",
+                250,
+                340,
+                5050,
+                208384,
+                23660,
+                203234,
+            ),
+        ];
+        for &(name, max_pods, cpu_res, mem_res, mem_cap, cpu_alloc, mem_alloc) in cases {
+            let it = instance_type(
+                &sku(name),
+                &shaping(max_pods),
+                &Prices::embedded("westus3"),
+                &|_| false,
+            );
+            let what = format!("{name} at maxPods {max_pods}");
+            let cap = |k: &str| amount(lookup(&it.capacity, k).expect(k));
+            let reserved = |k: &str| amount(lookup(&it.overhead.kube_reserved, k).expect(k));
+            let evict = amount(lookup(&it.overhead.eviction_threshold, "memory").expect("evict"));
+            assert_eq!(
+                lookup(&it.capacity, "pods"),
+                Some(max_pods.to_string().as_str()),
+                "{what}"
+            );
+            assert_eq!(reserved("cpu"), cpu_res, "{what}");
+            assert_eq!(reserved("memory"), mem_res, "{what}");
+            assert_eq!(evict, 100, "{what}");
+            assert!(it.overhead.system_reserved.is_empty(), "{what}");
+            assert_eq!(cap("memory"), mem_cap, "{what}");
+            assert_eq!(cap("cpu") - reserved("cpu"), cpu_alloc, "{what}");
+            assert_eq!(
+                cap("memory") - reserved("memory") - evict,
+                mem_alloc,
+                "{what}"
+            );
+        }
+    }
+
     #[test]
     fn spot_and_regional_offerings() {
         let prices = Prices::embedded("southcentralus");

@@ -3,7 +3,8 @@
 //! resource group, joining the cluster with a kubelet bootstrap token.
 //!
 //! Code map: `catalog` (sizes, prices, instance types), `overhead` (what a
-//! node reserves), `nodeclass` (spec, images, hash, drift), `armerrors`
+//! node reserves), `nodeclass` (spec, images, hash, drift), `kubelet`
+//! (kubelet flags and Linux OS settings of the AKSNodeClass), `armerrors`
 //! (error bodies, capacity failures), `bootstrap` (customData), `vm` (ARM
 //! bodies, providerIDs, offering choice) are pure and tested natively;
 //! `settings`, `arm` and `refresh` call the host; this file wires them.
@@ -18,6 +19,7 @@ mod arm;
 pub mod armerrors;
 pub mod bootstrap;
 pub mod catalog;
+pub mod kubelet;
 pub mod nodeclass;
 pub mod overhead;
 mod refresh;
@@ -59,22 +61,58 @@ fn parse_class(class: &NodeClass) -> Result<(nodeclass::Spec, Value), Error> {
     nodeclass::parse(&class.json).map_err(fatal)
 }
 
+/// Instance types built from one catalog and shaping, every offering
+/// available. An instance serves many calls; rebuilding per call is what
+/// made get-instance-types slow.
+struct Built {
+    region: String,
+    texts: refresh::Texts,
+    shaping: Shaping,
+    skus: Vec<catalog::Sku>,
+    types: Vec<InstanceType>,
+}
+
+static BUILT: std::sync::Mutex<Option<Built>> = std::sync::Mutex::new(None);
+
 /// The region's instance types for this NodeClass, with unavailable offerings
 /// from the host cache.
 fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> (Vec<catalog::Sku>, Vec<InstanceType>) {
-    let (skus, prices) = refresh::catalog(s);
-    let unavailable = cache::keys("unavailable/");
-    let is_unavailable = |key: &str| {
-        unavailable
-            .binary_search_by(|k| k.as_str().cmp(key))
-            .is_ok()
-    };
+    let texts = refresh::texts(s);
     let shaping = shaping(s, spec);
-    let types = skus
-        .iter()
-        .map(|k| catalog::instance_type(k, &shaping, &prices, &is_unavailable))
-        .collect();
-    (skus, types)
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = built
+        .as_ref()
+        .is_some_and(|b| b.region == s.location && b.texts == texts && b.shaping == shaping);
+    if !fresh {
+        let (skus, prices) = refresh::parse(&s.location, &texts);
+        let types = skus
+            .iter()
+            .map(|k| catalog::instance_type(k, &shaping, &prices, &|_| false))
+            .collect();
+        *built = Some(Built {
+            region: s.location.clone(),
+            texts,
+            shaping,
+            skus,
+            types,
+        });
+    }
+    let Some(b) = built.as_ref() else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut types = b.types.clone();
+    let unavailable = cache::keys("unavailable/");
+    if !unavailable.is_empty() {
+        for t in &mut types {
+            for o in &mut t.offerings {
+                let key = catalog::unavailable_key(&t.name, &o.zone, &o.capacity_type);
+                o.available = unavailable
+                    .binary_search_by(|k| k.as_str().cmp(&key))
+                    .is_err();
+            }
+        }
+    }
+    (b.skus.clone(), types)
 }
 
 fn arm_failure(what: &str, e: &ArmError) -> Error {
@@ -227,12 +265,13 @@ impl Guest for Azure {
             ));
         }
 
-        let (it, offering) = vm::pick(&claim.requirements, &types).ok_or_else(|| {
-            insufficient_capacity(
-                format!("no available offering satisfies NodeClaim {}", claim.name),
-                vec![],
-            )
-        })?;
+        let (it, offering) =
+            vm::pick(&claim.requirements, &claim.labels, &types).ok_or_else(|| {
+                insufficient_capacity(
+                    format!("no available offering satisfies NodeClaim {}", claim.name),
+                    vec![],
+                )
+            })?;
         let sku = skus
             .iter()
             .find(|k| k.name == it.name)
@@ -296,8 +335,12 @@ impl Guest for Azure {
         taints.push(format!("{}=:NoExecute", labels::UNREGISTERED_TAINT));
 
         let info = cluster::info();
-        let image_id =
-            nodeclass::image_id(&spec.image_family, &s.kubernetes_version, &s.image_version);
+        let image_id = nodeclass::image_id(
+            &spec.image_family,
+            &s.kubernetes_version,
+            &s.image_version,
+            spec.fips(),
+        );
         let script = bootstrap::render(&bootstrap::Bootstrap {
             node_name: name.clone(),
             api_server: info.endpoint,
@@ -313,19 +356,31 @@ impl Guest for Azure {
             ),
             max_pods: shaping.max_pods,
             kubernetes_version: s.kubernetes_version.clone(),
+            // Validated above.
+            kubelet_flags: spec.kubelet_flags.clone().unwrap_or_default(),
+            linux_os_config: spec.linux_os_config.clone().unwrap_or_default(),
+            gpu_driver: sku.is_gpu().then_some(spec.gpu_driver),
         });
 
         // NIC first; the VM references it.
         let nic = vm::nic_body(&s.location, &subnet, sku.accelerated_networking, &tags);
-        let r = arm.send("PUT", &nic_url, Some(&nic))?;
+        let r = arm
+            .send("PUT", &nic_url, Some(&nic))
+            .map_err(|e| in_create(&format!("create NIC {name}"), e))?;
         if !r.is_success() {
             return Err(arm_failure(
                 "create NIC",
                 &ArmError::from_body(r.status, &r.body),
             ));
         }
-        if let Err(e) = arm.wait(&r)? {
-            return Err(arm_failure("create NIC", &e));
+        let forced_vm_url = format!("{vm_url}&forceDeletion=true");
+        match arm.wait(&r) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(arm_failure("create NIC", &e)),
+            Err(e) => {
+                cleanup(&arm, &forced_vm_url, &nic_url);
+                return Err(in_create(&format!("create NIC {name}"), e));
+            }
         }
         let nic_id = vm::nic_path(&sub, &rg, &name);
         let security = spec
@@ -348,16 +403,28 @@ impl Guest for Azure {
             encryption_at_host: security,
             identities: &s.node_identities,
         });
-        let r = arm.send("PUT", &vm_url, Some(&body))?;
-        let failure = if r.is_success() {
-            arm.wait(&r)?.err()
-        } else {
-            Some(ArmError::from_body(r.status, &r.body))
+        // Past this point a failure must not leave the NIC (or a VM that ARM
+        // created before failing) behind: both are ours alone.
+        let sent = arm.send("PUT", &vm_url, Some(&body)).and_then(|r| {
+            if r.is_success() {
+                arm.wait(&r).map(Result::err)
+            } else {
+                Ok(Some(ArmError::from_body(r.status, &r.body)))
+            }
+        });
+        let failure = match sent {
+            Ok(failure) => failure,
+            Err(e) => {
+                // Throttled or failing past every retry: clean up (best
+                // effort; garbage collection catches a VM that remains).
+                cleanup(&arm, &forced_vm_url, &nic_url);
+                return Err(in_create(&format!("create VM {name}"), e));
+            }
         };
         if let Some(e) = failure {
             // A failed VM and its NIC are ours alone; leave nothing behind
             // (best effort: garbage collection catches what remains).
-            cleanup(&arm, &format!("{vm_url}&forceDeletion=true"), &nic_url);
+            cleanup(&arm, &forced_vm_url, &nic_url);
             if let Some(kind) = CapacityFailure::classify(&e) {
                 let affected = armerrors::affected(
                     kind,
@@ -544,6 +611,19 @@ impl Guest for Azure {
                 toleration_seconds: 10 * 60,
             },
         ]
+    }
+}
+
+/// An ARM request of a launch that failed outright (throttled or failing
+/// past every retry), as a create error that says what was being done.
+fn in_create(what: &str, e: Error) -> Error {
+    match e {
+        Error::Other(o) => create_error(
+            "ARMRequestFailed",
+            format!("{what}: {}", o.message),
+            o.retryable,
+        ),
+        other => other,
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! Architecture Invariant: pure; settings come in as arguments.
 
+use crate::kubelet::{self, LinuxOsConfig};
 use serde_json::{Value, json};
 
 pub const GROUP: &str = "karpenter.azure.com";
@@ -25,8 +26,20 @@ pub struct Spec {
     pub fips_mode: Option<String>,
     pub max_pods: Option<u64>,
     pub tags: Vec<(String, String)>,
+    /// `kubelet` as kubelet flags; a problem with it is kept for `validate`.
+    pub kubelet_flags: Result<Vec<(String, String)>, String>,
+    pub linux_os_config: Result<LinuxOsConfig, String>,
+    /// gpu.mode Driver (the default): the bootstrap installs the GPU driver
+    /// on GPU sizes; None: the user brings their own.
+    pub gpu_driver: bool,
     /// The raw spec, for the hash.
     pub raw: Value,
+}
+
+impl Spec {
+    pub fn fips(&self) -> bool {
+        self.fips_mode.as_deref() == Some("FIPS")
+    }
 }
 
 pub fn parse(json_text: &str) -> Result<(Spec, Value), String> {
@@ -53,6 +66,9 @@ pub fn parse(json_text: &str) -> Result<(Spec, Value), String> {
         fips_mode: str_field("fipsMode"),
         max_pods: spec.get("maxPods").and_then(Value::as_u64),
         tags,
+        kubelet_flags: kubelet::kubelet_flags(spec.get("kubelet")),
+        linux_os_config: LinuxOsConfig::parse(spec.get("linuxOSConfig")),
+        gpu_driver: spec.pointer("/gpu/mode").and_then(Value::as_str) != Some("None"),
         raw: spec,
     };
     let status = obj.get("status").cloned().unwrap_or_else(|| json!({}));
@@ -73,6 +89,15 @@ pub fn validate(spec: &Spec, default_subnet: Option<&str>) -> Vec<String> {
             "imageFamily {:?} is not one of Ubuntu, Ubuntu2204, Ubuntu2404, AzureLinux",
             spec.image_family
         ));
+    }
+    if let Err(e) = &spec.kubelet_flags {
+        problems.push(e.clone());
+    }
+    if let Err(e) = &spec.linux_os_config {
+        problems.push(e.clone());
+    }
+    if spec.fips() && spec.image_family == "Ubuntu2404" {
+        problems.push("fipsMode FIPS has no Ubuntu2404 image; use Ubuntu2204 or AzureLinux".into());
     }
     if let Some(p) = spec.max_pods
         && !(10..=250).contains(&p)
@@ -102,15 +127,19 @@ pub fn is_subnet_id(id: &str) -> bool {
 }
 
 /// The image definition for a family: Ubuntu follows the Kubernetes version
-/// (24.04 from 1.34 on), the others are fixed.
+/// (24.04 from 1.34 on), the others are fixed. FIPS images exist for Ubuntu
+/// 22.04 and Azure Linux; FIPS Ubuntu stays on 22.04.
 pub fn image_definition(
     image_family: &str,
     kubernetes_version: &str,
+    fips: bool,
 ) -> (&'static str, &'static str) {
-    match image_family {
-        "AzureLinux" => (AZURE_LINUX_GALLERY, "V3gen2"),
-        "Ubuntu2204" => (UBUNTU_GALLERY, "2204gen2containerd"),
-        "Ubuntu2404" => (UBUNTU_GALLERY, "2404gen2containerd"),
+    match (image_family, fips) {
+        ("AzureLinux", true) => (AZURE_LINUX_GALLERY, "V3gen2fips"),
+        (_, true) => (UBUNTU_GALLERY, "2204gen2fipscontainerd"),
+        ("AzureLinux", false) => (AZURE_LINUX_GALLERY, "V3gen2"),
+        ("Ubuntu2204", false) => (UBUNTU_GALLERY, "2204gen2containerd"),
+        ("Ubuntu2404", false) => (UBUNTU_GALLERY, "2404gen2containerd"),
         _ => {
             let minor = kubernetes_version
                 .split('.')
@@ -127,15 +156,20 @@ pub fn image_definition(
 }
 
 /// The community gallery image id for the family, version and image version.
-pub fn image_id(image_family: &str, kubernetes_version: &str, image_version: &str) -> String {
-    let (gallery, definition) = image_definition(image_family, kubernetes_version);
+pub fn image_id(
+    image_family: &str,
+    kubernetes_version: &str,
+    image_version: &str,
+    fips: bool,
+) -> String {
+    let (gallery, definition) = image_definition(image_family, kubernetes_version, fips);
     format!("/CommunityGalleries/{gallery}/images/{definition}/versions/{image_version}")
 }
 
 /// The `status.images` list: one amd64 image.
 pub fn images(spec: &Spec, kubernetes_version: &str, image_version: &str) -> Value {
     json!([{
-        "id": image_id(&spec.image_family, kubernetes_version, image_version),
+        "id": image_id(&spec.image_family, kubernetes_version, image_version, spec.fips()),
         "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
     }])
 }
@@ -221,12 +255,55 @@ mod tests {
     #[test]
     fn images_follow_the_family_and_version() {
         assert!(
-            image_id("Ubuntu", "1.34.2", "1").contains("/images/2404gen2containerd/versions/1")
+            image_id("Ubuntu", "1.34.2", "1", false)
+                .contains("/images/2404gen2containerd/versions/1")
         );
-        assert!(image_id("Ubuntu", "1.33.1", "1").contains("2204gen2containerd"));
+        assert!(image_id("Ubuntu", "1.33.1", "1", false).contains("2204gen2containerd"));
         assert!(
-            image_id("AzureLinux", "1.34.2", "1").starts_with("/CommunityGalleries/AKSAzureLinux")
+            image_id("AzureLinux", "1.34.2", "1", false)
+                .starts_with("/CommunityGalleries/AKSAzureLinux")
         );
+    }
+
+    #[test]
+    fn fips_picks_fips_images() {
+        let s = spec(r#"{"imageFamily": "Ubuntu", "fipsMode": "FIPS"}"#);
+        assert!(s.fips());
+        assert!(validate(&s, None).is_empty());
+        let images = images(&s, "1.34.2", "202509.09.0");
+        assert_eq!(
+            images[0]["id"],
+            "/CommunityGalleries/AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2/images/2204gen2fipscontainerd/versions/202509.09.0"
+        );
+        assert!(image_id("AzureLinux", "1.34.2", "1", true).contains("/images/V3gen2fips/"));
+        assert!(!spec(r#"{"fipsMode": "Disabled"}"#).fips());
+        let bad = spec(r#"{"imageFamily": "Ubuntu2404", "fipsMode": "FIPS"}"#);
+        assert_eq!(validate(&bad, None).len(), 1);
+        // Turning FIPS on changes the image, hence drift.
+        assert_ne!(hash(&s), hash(&spec(r#"{"imageFamily": "Ubuntu"}"#)));
+    }
+
+    #[test]
+    fn kubelet_os_config_and_gpu_mode_are_read() {
+        let s = spec(
+            r#"{"kubelet": {"cpuManagerPolicy": "static"}, "linuxOSConfig": {"transparentHugePageEnabled": "never"}, "gpu": {"mode": "None"}}"#,
+        );
+        assert_eq!(
+            s.kubelet_flags,
+            Ok(vec![(
+                "cpu-manager-policy".to_string(),
+                "static".to_string()
+            )])
+        );
+        assert!(
+            s.linux_os_config
+                .as_ref()
+                .is_ok_and(|c| c.script().contains("echo never"))
+        );
+        assert!(!s.gpu_driver);
+        assert!(spec("{}").gpu_driver);
+        let bad = spec(r#"{"kubelet": {"containerLogMaxSize": "1 Mi"}}"#);
+        assert_eq!(validate(&bad, None).len(), 1, "{:?}", validate(&bad, None));
     }
 
     #[test]
@@ -241,7 +318,7 @@ mod tests {
     #[test]
     fn drift_reasons() {
         let s = spec(r#"{"imageFamily": "Ubuntu"}"#);
-        let image = image_id("Ubuntu", "1.34.2", "v1");
+        let image = image_id("Ubuntu", "1.34.2", "v1", false);
         let status = json!({"kubernetesVersion": "1.34.2", "images": [{"id": image}]});
         let ann = vec![(HASH_ANNOTATION.to_string(), hash(&s))];
         assert_eq!(

@@ -18,22 +18,46 @@ const MAX_PRICE_PAGES: usize = 40;
 
 /// The region's SKUs and prices.
 pub fn catalog(s: &Settings) -> (Vec<Sku>, Prices) {
+    parse(&s.location, &texts(s))
+}
+
+/// The refreshed SKU and price tables as the host cache holds them (None:
+/// the embedded table answers). Cheap to compare, so callers can keep what
+/// they built from the same texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Texts {
+    pub skus: Option<String>,
+    pub prices: Option<String>,
+}
+
+pub fn texts(s: &Settings) -> Texts {
     let region = &s.location;
     let skus = cached(&format!("catalog/skus/{region}"), s.catalog_refresh, || {
         fetch_skus(s).map(|k| catalog::render_skus(&k))
-    })
-    .map(|t| catalog::parse_skus(&t))
-    .filter(|k| !k.is_empty())
-    .unwrap_or_else(|| catalog::embedded_skus(region));
+    });
     // Prices are public, but only a plugin configured for a subscription
     // (so not an offline `simulate`) reaches out for them.
     let live_prices = s.catalog_refresh && s.subscription.is_some();
     let prices = cached(&format!("catalog/prices/{region}"), live_prices, || {
         fetch_prices(s).map(|p| p.render())
-    })
-    .map(|t| Prices::parse(&t))
-    .filter(|p| !p.on_demand.is_empty())
-    .unwrap_or_else(|| Prices::embedded(region));
+    });
+    Texts { skus, prices }
+}
+
+/// The SKUs and prices of `texts`, the embedded tables where they are absent.
+pub fn parse(region: &str, texts: &Texts) -> (Vec<Sku>, Prices) {
+    let skus = texts
+        .skus
+        .as_deref()
+        .map(catalog::parse_skus)
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| catalog::embedded_skus(region));
+    let prices = texts
+        .prices
+        .as_deref()
+        .map(Prices::parse)
+        .filter(|p| !p.on_demand.is_empty())
+        .unwrap_or_else(|| Prices::embedded(region));
     (skus, prices)
 }
 

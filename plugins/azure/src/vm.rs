@@ -302,8 +302,12 @@ fn parse_mib(q: &str) -> u64 {
 /// The cheapest available offering whose type and offering satisfy the
 /// NodeClaim's requirements, offering-level requirements (placement scope)
 /// included. None means insufficient capacity.
+/// `node_labels`: the labels the host puts on the node (the NodePool
+/// template's); like `karpenter.sh/nodepool`, requirements on them say
+/// nothing about the machine.
 pub fn pick<'a>(
     requirements: &[Requirement],
+    node_labels: &[(String, String)],
     types: &'a [InstanceType],
 ) -> Option<(&'a InstanceType, &'a Offering)> {
     use karpenter_plugin_sdk::requirements::satisfies;
@@ -313,6 +317,8 @@ pub fn pick<'a>(
             if r.key == labels::ZONE
                 || r.key == labels::CAPACITY_TYPE
                 || r.key == catalog::LABEL_PLACEMENT_SCOPE
+                || r.key == labels::NODE_POOL
+                || node_labels.iter().any(|(k, _)| *k == r.key)
             {
                 return true;
             }
@@ -406,7 +412,7 @@ mod tests {
             ),
             req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
         ];
-        let (it, o) = pick(&base, &types).expect("offering");
+        let (it, o) = pick(&base, &[], &types).expect("offering");
         assert_eq!(it.name, "Standard_D4as_v5");
         assert_eq!(o.capacity_type, "on-demand");
         let mut regional = base.clone();
@@ -415,27 +421,52 @@ mod tests {
             Operator::In,
             &["regional"],
         ));
-        assert_eq!(pick(&regional, &types).expect("regional").1.zone, "0");
+        assert_eq!(pick(&regional, &[], &types).expect("regional").1.zone, "0");
         let mut zonal = base.clone();
         zonal.push(req(
             catalog::LABEL_PLACEMENT_SCOPE,
             Operator::In,
             &["zonal"],
         ));
-        assert_ne!(pick(&zonal, &types).expect("zonal").1.zone, "0");
+        assert_ne!(pick(&zonal, &[], &types).expect("zonal").1.zone, "0");
         let gpu = vec![
             req(catalog::LABEL_SKU_GPU_NAME, Operator::In, &["A100"]),
             req(catalog::LABEL_SKU_CPU, Operator::Lt, &["30"]),
         ];
         assert_eq!(
-            pick(&gpu, &types).expect("gpu").0.name,
+            pick(&gpu, &[], &types).expect("gpu").0.name,
             "Standard_NC24ads_A100_v4"
         );
         let none = vec![
             req(labels::INSTANCE_TYPE, Operator::In, &["Standard_B2s"]),
             req(labels::CAPACITY_TYPE, Operator::In, &["spot"]),
         ];
-        assert!(pick(&none, &types).is_none());
+        assert!(pick(&none, &[], &types).is_none());
+        // The NodePool's name and template labels are the node's, not the
+        // machine's: they do not rule a type out.
+        let mut templated = base.clone();
+        templated.push(req(
+            labels::NODE_POOL,
+            Operator::In,
+            &["azure-cpu-nodepool"],
+        ));
+        templated.push(req(
+            "kubernetes.azure.com/ebpf-dataplane",
+            Operator::In,
+            &["cilium"],
+        ));
+        assert!(pick(&templated, &[], &types).is_none());
+        let template = [(
+            "kubernetes.azure.com/ebpf-dataplane".to_string(),
+            "cilium".to_string(),
+        )];
+        assert_eq!(
+            pick(&templated, &template, &types)
+                .expect("offering")
+                .0
+                .name,
+            "Standard_D4as_v5"
+        );
     }
 
     #[test]

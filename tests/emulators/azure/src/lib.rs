@@ -9,6 +9,11 @@
 //! customData the plugin wrote and registers the Node it describes in the
 //! Kubernetes API server (kwok keeps it Ready); deleting the VM deletes it.
 //!
+//! With `tls` it serves HTTPS with a CA of its own (`ca_pem`); 429 and 5xx
+//! answers with Retry-After are injected with `Fault`s. It also plays the
+//! node's cilium agent: once the controller has registered the Node, the
+//! `node.cilium.io/agent-not-ready` startup taint is removed.
+//!
 //! Architecture Invariant: the SKU table and the kubelet-flag parser are the
 //! plugin's own (`karpenter_plugin_azure::{catalog, bootstrap}`), so the
 //! emulator and the plugin cannot disagree on sizes.
@@ -21,7 +26,11 @@ use karpenter_plugin_azure::catalog::{self, Prices, Sku};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+mod faults;
+mod tls;
+pub use faults::Fault;
 
 pub const COMPUTE_API: &str = "2024-07-01";
 pub const NETWORK_API: &str = "2024-05-01";
@@ -46,6 +55,8 @@ pub struct Options {
     pub kube: Option<Kube>,
     pub quota: Quota,
     pub injections: Vec<Injection>,
+    /// Serve HTTPS with a CA made at start (see `Emulator::ca_pem`).
+    pub tls: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -107,6 +118,7 @@ struct State {
     next_id: u64,
     quota: Quota,
     injections: Vec<Injection>,
+    faults: Vec<Fault>,
     /// Requests seen, "METHOD path", for tests.
     log: Vec<String>,
 }
@@ -116,6 +128,8 @@ pub struct Emulator {
     state: Mutex<State>,
     skus: Vec<Sku>,
     http: reqwest::Client,
+    /// The CA's PEM once serving HTTPS.
+    ca_pem: OnceLock<String>,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -185,6 +199,7 @@ impl Emulator {
             state: Mutex::new(state),
             skus,
             http: builder.build()?,
+            ca_pem: OnceLock::new(),
         }))
     }
 
@@ -199,24 +214,63 @@ impl Emulator {
     ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
+        let acceptor = if self.options.tls {
+            let (acceptor, ca) = tls::acceptor()?;
+            let _ = self.ca_pem.set(ca);
+            Some(acceptor)
+        } else {
+            None
+        };
         let handle = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let me = self.clone();
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let me = me.clone();
                         async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    let _ = match acceptor {
+                        Some(a) => match a.accept(stream).await {
+                            Ok(tls) => {
+                                http.serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                                    .await
+                            }
+                            Err(_) => return,
+                        },
+                        None => {
+                            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await
+                        }
+                    };
                 });
             }
         });
         Ok((addr, handle))
+    }
+
+    /// The PEM of the CA clients must trust, when serving HTTPS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.get().map(String::as_str)
+    }
+
+    /// `https` or `http`, for the URLs the emulator hands out.
+    fn scheme(&self) -> &'static str {
+        if self.options.tls { "https" } else { "http" }
+    }
+
+    /// ARM answers the next matching requests with this fault.
+    pub fn fault(&self, f: Fault) {
+        self.lock().faults.push(f);
+    }
+
+    /// Clears every pending fault.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
     }
 
     /// Names of the VMs and NICs, lower-case `rg/name`.
@@ -285,6 +339,18 @@ impl Emulator {
         }
         if segs.first() == Some(&"api") && segs.get(1) == Some(&"retail") {
             return self.prices(&parts.uri);
+        }
+        if let Some(f) = self.take_fault(parts.method.as_str(), &path) {
+            let mut r = reply(
+                StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                f.body(),
+            );
+            if let Some(secs) = f.retry_after
+                && let Ok(v) = hyper::header::HeaderValue::from_str(&secs.to_string())
+            {
+                r.headers_mut().insert("retry-after", v);
+            }
+            return r;
         }
         if self.options.require_auth {
             let auth = parts
@@ -406,6 +472,21 @@ impl Emulator {
         }
     }
 
+    /// The first pending fault for this request, counted down.
+    fn take_fault(&self, method: &str, path: &str) -> Option<Fault> {
+        let mut st = self.lock();
+        let pos = st.faults.iter().position(|f| f.matches(method, path))?;
+        let f = &mut st.faults[pos];
+        if f.count != u32::MAX {
+            f.count -= 1;
+        }
+        let out = f.clone();
+        if f.count == 0 {
+            st.faults.remove(pos);
+        }
+        Some(out)
+    }
+
     fn admin(&self, method: &Method, segs: &[&str], body: &[u8]) -> Reply {
         let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         match (method, segs.get(1).copied()) {
@@ -428,6 +509,21 @@ impl Emulator {
                 });
                 reply(StatusCode::OK, json!({}))
             }
+            (&Method::POST, Some("fault")) => match Fault::from_json(&v) {
+                Some(f) => {
+                    self.fault(f);
+                    reply(StatusCode::OK, json!({}))
+                }
+                None => arm_error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidRequest",
+                    "status is required",
+                ),
+            },
+            (&Method::DELETE, Some("fault")) => {
+                self.clear_faults();
+                reply(StatusCode::OK, json!({}))
+            }
             (&Method::POST, Some("quota")) => {
                 let n = |k: &str| v.get(k).and_then(Value::as_u64);
                 let family_cores = v
@@ -448,15 +544,29 @@ impl Emulator {
             }
             (&Method::GET, Some("state")) => {
                 let st = self.lock();
+                let details: Vec<Value> = st
+                    .vms
+                    .iter()
+                    .map(|(k, v)| {
+                        json!({
+                            "key": k,
+                            "size": v.pointer("/properties/hardwareProfile/vmSize"),
+                            "zone": v.pointer("/zones/0"),
+                            "priority": v.pointer("/properties/priority"),
+                            "provisioningState": v.pointer("/properties/provisioningState"),
+                        })
+                    })
+                    .collect();
                 reply(
                     StatusCode::OK,
-                    json!({"vms": st.vms.keys().collect::<Vec<_>>(), "nics": st.nics.keys().collect::<Vec<_>>(), "requests": st.log.len()}),
+                    json!({"vms": st.vms.keys().collect::<Vec<_>>(), "nics": st.nics.keys().collect::<Vec<_>>(),
+                           "vmDetails": details, "injections": st.injections.len(), "faults": st.faults.len(), "requests": st.log}),
                 )
             }
             _ => arm_error(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                "admin: inject, quota, state",
+                "admin: inject, fault, quota, state",
             ),
         }
     }
@@ -562,7 +672,8 @@ impl Emulator {
         let mut body = json!({"value": page});
         if skip + page_size < all.len() {
             body["nextLink"] = json!(format!(
-                "http://{host}{path}?api-version={COMPUTE_API}&$skiptoken={}",
+                "{}://{host}{path}?api-version={COMPUTE_API}&$skiptoken={}",
+                self.scheme(),
                 skip + page_size
             ));
         }
@@ -588,7 +699,8 @@ impl Emulator {
             },
         );
         format!(
-            "http://{host}/subscriptions/{sub}/providers/Microsoft.Compute/locations/{}/operations/{id}?api-version={COMPUTE_API}",
+            "{}://{host}/subscriptions/{sub}/providers/Microsoft.Compute/locations/{}/operations/{id}?api-version={COMPUTE_API}",
+            self.scheme(),
             self.options.location
         )
     }
@@ -1080,14 +1192,84 @@ impl Emulator {
     }
 
     async fn register_node(&self, vm: &Value, internal_ip: Option<&str>) -> anyhow::Result<()> {
-        if self.options.kube.is_none() {
+        let Some(kube) = self.options.kube.clone() else {
             return Ok(());
-        }
+        };
         let node = self
             .node_for(vm, internal_ip)
             .ok_or_else(|| anyhow::anyhow!("customData does not describe a node"))?;
-        self.kube("POST", "/api/v1/nodes", Some(&node)).await
+        self.kube("POST", "/api/v1/nodes", Some(&node)).await?;
+        let has_cilium_taint = node
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.iter().any(|t| t["key"] == CILIUM_TAINT));
+        if has_cilium_taint {
+            let http = self.http.clone();
+            let name = node["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            tokio::spawn(async move {
+                if let Err(e) = cilium_agent(&http, &kube, &name).await {
+                    eprintln!("azure-emulator: cilium agent on {name}: {e:#}");
+                }
+            });
+        }
+        Ok(())
     }
+}
+
+/// The startup taint AKS's cilium dataplane puts on a node until its agent runs.
+pub const CILIUM_TAINT: &str = "node.cilium.io/agent-not-ready";
+const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+
+/// Plays the node's cilium agent: once the controller has registered the
+/// Node (its `karpenter.sh/unregistered` taint is gone; registration would
+/// put startup taints back), removes the agent-not-ready taint.
+async fn cilium_agent(http: &reqwest::Client, kube: &Kube, name: &str) -> anyhow::Result<()> {
+    let url = format!(
+        "{}/api/v1/nodes/{name}",
+        kube.endpoint.trim_end_matches('/')
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let r = http.get(&url).bearer_auth(&kube.token).send().await?;
+        if r.status().as_u16() == 404 {
+            return Ok(());
+        }
+        let node: Value = r.error_for_status()?.json().await?;
+        let taints = node
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if taints.iter().any(|t| t["key"] == UNREGISTERED_TAINT) {
+            continue;
+        }
+        let kept: Vec<&Value> = taints.iter().filter(|t| t["key"] != CILIUM_TAINT).collect();
+        if kept.len() == taints.len() {
+            return Ok(());
+        }
+        // The resourceVersion makes this a compare-and-swap with the controller.
+        let patch = json!({
+            "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"taints": kept},
+        });
+        let r = http
+            .patch(&url)
+            .bearer_auth(&kube.token)
+            .header("content-type", "application/merge-patch+json")
+            .body(patch.to_string())
+            .send()
+            .await?;
+        match r.status().as_u16() {
+            409 => continue,
+            s if (200..300).contains(&s) => return Ok(()),
+            s => anyhow::bail!("PATCH node: {s}: {}", r.text().await.unwrap_or_default()),
+        }
+    }
+    anyhow::bail!("the Node was not registered within 10 minutes")
 }
 
 /// A resource as ARM shows it (without what the emulator keeps aside).

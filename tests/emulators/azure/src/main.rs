@@ -5,10 +5,14 @@
 //!         [--regional-cores N] [--low-priority-cores N] [--family-cores FAMILY=N]...
 //!         [--fail CODE[:ZONE[:SIZE]]]...
 //!         [--kube-endpoint URL --kube-ca-file PEM --kube-token-file FILE]
+//!         [--tls --ca-out PEM]
 //!
-//! Prints `listening on 127.0.0.1:PORT` once ready. Admin API: POST
-//! /admin/inject {"code","zone","vmSize","message","count"}, POST /admin/quota
-//! {"regionalCores","lowPriorityCores","familyCores":{...}}, GET /admin/state.
+//! Prints `listening on 127.0.0.1:PORT` once ready (with `--tls`, after
+//! writing the CA clients must trust to `--ca-out`). Admin API: POST
+//! /admin/inject {"code","zone","vmSize","message","count"}, POST /admin/fault
+//! {"status","retryAfter","method","path","count"|"persistent"}, DELETE
+//! /admin/fault, POST /admin/quota {"regionalCores","lowPriorityCores",
+//! "familyCores":{...}}, GET /admin/state.
 
 use azure_emulator::{Emulator, Injection, Kube, Options};
 use std::io::Write;
@@ -21,6 +25,7 @@ fn main() -> anyhow::Result<()> {
         ..Options::default()
     };
     let mut port = 0u16;
+    let mut ca_out = None;
     let (mut endpoint, mut ca, mut token) = (None, None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -50,6 +55,8 @@ fn main() -> anyhow::Result<()> {
                         .ok_or_else(|| anyhow::anyhow!("--fail CODE[:ZONE[:SIZE]]"))?,
                 );
             }
+            "--tls" => o.tls = true,
+            "--ca-out" => ca_out = Some(value()?),
             "--kube-endpoint" => endpoint = Some(value()?),
             "--kube-ca-file" => ca = Some(std::fs::read(value()?)?),
             "--kube-token-file" => {
@@ -57,7 +64,7 @@ fn main() -> anyhow::Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "see the crate docs: azure-emulator [--port N] [--location L] [--require-auth] [--fail CODE[:ZONE[:SIZE]]] [--kube-endpoint URL --kube-ca-file F --kube-token-file F] ..."
+                    "see the crate docs: azure-emulator [--port N] [--location L] [--require-auth] [--fail CODE[:ZONE[:SIZE]]] [--kube-endpoint URL --kube-ca-file F --kube-token-file F] [--tls --ca-out F] ..."
                 );
                 return Ok(());
             }
@@ -76,7 +83,11 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let (addr, handle) = Emulator::new(o)?.serve(port).await?;
+        let emulator = Emulator::new(o)?;
+        let (addr, handle) = emulator.clone().serve(port).await?;
+        if let (Some(path), Some(pem)) = (&ca_out, emulator.ca_pem()) {
+            std::fs::write(path, pem)?;
+        }
         println!("listening on {addr}");
         std::io::stdout().flush()?;
         handle.await?;

@@ -5,7 +5,7 @@
 //! With `AZURE_EMULATOR_CLUSTER=NAME` (a cluster from `tests/cluster/up NAME`)
 //! the emulator registers each VM's Node there and the test checks it.
 
-use azure_emulator::{Emulator, Injection, Kube, Options, Quota};
+use azure_emulator::{Emulator, Fault, Injection, Kube, Options, Quota};
 use karpenter::plugins::bindings::v0_1_0::karpenter::provider::tokens::AccessToken;
 use karpenter::plugins::capabilities::cluster::ClusterView;
 use karpenter::plugins::capabilities::tokens::{TokenFuture, TokenSource};
@@ -13,7 +13,7 @@ use karpenter::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const SUB: &str = "00000000-0000-0000-0000-000000000001";
 const RG: &str = "MC_rg_aks_westus3";
@@ -97,6 +97,7 @@ async fn setup(quota: Quota) -> Setup {
         kube: kube.clone(),
         quota,
         injections: vec![],
+        tls: false,
     })
     .expect("emulator");
     let (addr, server) = emulator.clone().serve(0).await.expect("serve");
@@ -544,4 +545,120 @@ async fn examples_place_cpu_pods_on_d_family_and_the_gpu_pod_on_the_gpu_sku() {
         }
     }
     assert_eq!((cpu, gpu), (3, 1));
+}
+
+fn count(requests: &[String], method: &str, path_part: &str) -> usize {
+    requests
+        .iter()
+        .filter(|r| r.starts_with(&format!("{method} ")) && r.contains(path_part))
+        .count()
+}
+
+fn fault(status: u16, retry_after: Option<u64>, method: &str, path: &str, count: u32) -> Fault {
+    Fault {
+        status,
+        retry_after,
+        method: Some(method.into()),
+        path: Some(path.into()),
+        count,
+    }
+}
+
+#[tokio::test]
+async fn throttling_and_server_errors_are_retried_with_backoff() {
+    let s = setup(Quota::default()).await;
+    // One 429 on the NIC, two 503s on the VM (Retry-After: 1 each), and a
+    // 500 without Retry-After on an operation poll (the plugin's own backoff).
+    s.emulator
+        .fault(fault(429, Some(1), "PUT", "/networkInterfaces/", 1));
+    s.emulator
+        .fault(fault(503, Some(1), "PUT", "/virtualMachines/", 2));
+    s.emulator.fault(fault(500, None, "GET", "/operations/", 1));
+    let c = claim(
+        "default-retry",
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5"],
+        )],
+    );
+    let started = Instant::now();
+    let i = s
+        .plugin
+        .create(&c, &class())
+        .await
+        .expect("create succeeds");
+    let took = started.elapsed();
+    assert_eq!(i.instance_type, "Standard_D2s_v5");
+    assert_eq!(s.emulator.vms(), ["mc_rg_aks_westus3/aks-default-retry"]);
+    let log = s.emulator.requests();
+    assert_eq!(
+        count(&log, "PUT", "/networkInterfaces/aks-default-retry"),
+        2,
+        "{log:?}"
+    );
+    assert_eq!(
+        count(&log, "PUT", "/virtualMachines/aks-default-retry"),
+        3,
+        "{log:?}"
+    );
+    // 1 s + 2 × 1 s of Retry-After, and at least 0.5 s of backoff.
+    assert!(
+        took >= Duration::from_millis(3_500),
+        "retried without waiting: {took:?}"
+    );
+    eprintln!("create with 4 transient failures took {took:?}");
+}
+
+#[tokio::test]
+async fn a_persistent_server_error_is_a_clear_error_and_leaves_nothing_behind() {
+    let s = setup(Quota::default()).await;
+    s.emulator
+        .fault(fault(503, Some(1), "PUT", "/virtualMachines/", u32::MAX));
+    let c = claim(
+        "default-persist",
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5"],
+        )],
+    );
+    let err = s
+        .plugin
+        .create(&c, &class())
+        .await
+        .expect_err("ARM keeps failing");
+    let Some(wit::Error::CreateError(ce)) = err.provider_error() else {
+        panic!("not a create error: {err}")
+    };
+    assert!(ce.retryable, "a 503 may pass: {ce:?}");
+    for part in [
+        "create VM aks-default-persist",
+        "giving up after 5 tries",
+        "ServiceUnavailable (503)",
+        "temporarily unavailable",
+    ] {
+        assert!(ce.message.contains(part), "{part:?} not in {}", ce.message);
+    }
+    let log = s.emulator.requests();
+    assert_eq!(
+        count(&log, "PUT", "/virtualMachines/aks-default-persist"),
+        5,
+        "{log:?}"
+    );
+    // The NIC made before the VM was deleted again; no VM exists.
+    assert!(s.emulator.vms().is_empty(), "{:?}", s.emulator.vms());
+    assert!(s.emulator.nics().is_empty(), "{:?}", s.emulator.nics());
+    assert_eq!(
+        count(&log, "DELETE", "/networkInterfaces/aks-default-persist"),
+        1,
+        "{log:?}"
+    );
+    // Once ARM recovers, the same NodeClaim launches.
+    s.emulator.clear_faults();
+    let i = s
+        .plugin
+        .create(&c, &class())
+        .await
+        .expect("create after recovery");
+    assert_eq!(i.node_claim, "default-persist");
+    assert_eq!(s.emulator.vms().len(), 1);
 }

@@ -1,0 +1,526 @@
+//! End-to-end: the seed's Azure flow with `karpenter controller`, the real
+//! azure.wasm and the ARM emulator (`azure-emulator`, HTTPS with its own CA)
+//! on a real control plane. The controller authenticates by Azure workload
+//! identity against the emulator's token endpoint; each VM the plugin creates
+//! registers its Node from the customData, as its kubelet would.
+//!
+//! Needs a cluster (`KARPENTER_TEST_CLUSTER=NAME`, from `tests/cluster/up`),
+//! `make plugins`, and the emulator binary next to this test's
+//! (`cargo build -p azure-emulator`, same profile) or at AZURE_EMULATOR_BIN.
+
+mod common;
+
+use common::cluster::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000a2e2";
+const RESOURCE_GROUP: &str = "rg-aks-flex-e2e";
+const NODE_RESOURCE_GROUP: &str = "MC_rg-aks-flex-e2e_aks_southcentralus";
+const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+const CLIENT: &str = "0d0b4a36-4fb5-4a2a-9ea5-5c1a8b2e6a11";
+const CPU_POOL: &str = "azure-cpu-nodepool";
+const GPU_POOL: &str = "azure-gpu-nodepool";
+
+fn emulator_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("AZURE_EMULATOR_BIN") {
+        return p.into();
+    }
+    // target/<profile>/deps/<this test> -> target/<profile>/azure-emulator
+    let exe = std::env::current_exe().expect("test binary");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("azure-emulator");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p azure-emulator` with this test's profile",
+        bin.display()
+    );
+    bin
+}
+
+/// The `azure-emulator` process: ARM, the token endpoint and the VMs'
+/// kubelets; killed when dropped.
+struct ArmEmulator {
+    child: Child,
+    base: String,
+    ca_file: PathBuf,
+    http: reqwest::Client,
+    stderr: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl ArmEmulator {
+    fn start(c: &Cluster, fail: &[&str]) -> ArmEmulator {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca_file = dir.path().join("emulator-ca.pem");
+        let token_file = dir.path().join("kube-token");
+        std::fs::write(&token_file, &c.token).expect("token");
+        let stderr = dir.path().join("emulator.log");
+        let mut cmd = Command::new(emulator_bin());
+        cmd.args(["--location", "southcentralus", "--require-auth", "--tls"])
+            .arg("--ca-out")
+            .arg(&ca_file)
+            .args(["--kube-endpoint", &c.endpoint, "--kube-ca-file", &c.ca_file])
+            .arg("--kube-token-file")
+            .arg(&token_file);
+        for f in fail {
+            cmd.args(["--fail", f]);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("log"))
+            .spawn()
+            .expect("start azure-emulator");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the emulator says where it listens");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        let ca = std::fs::read(&ca_file).expect("the emulator's CA");
+        let http = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("pem"))
+            .build()
+            .expect("client");
+        ArmEmulator {
+            child,
+            base: format!("https://{addr}"),
+            ca_file,
+            http,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    async fn state(&self) -> Value {
+        self.http
+            .get(format!("{}/admin/state", self.base))
+            .send()
+            .await
+            .expect("admin state")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    fn requests(state: &Value) -> Vec<String> {
+        state["requests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect()
+    }
+}
+
+impl Drop for ArmEmulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- emulator log ---\n{}",
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            );
+        }
+    }
+}
+
+fn example(name: &str) -> String {
+    repo()
+        .join("examples/azure")
+        .join(name)
+        .to_str()
+        .expect("path")
+        .to_string()
+}
+
+/// VMs of the emulator as (name, size, zone number or "").
+fn vms(state: &Value) -> Vec<(String, String, String)> {
+    state["vmDetails"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            (s("key"), s("size"), s("zone"))
+        })
+        .collect()
+}
+
+async fn pool_nodes(client: &kube::Client, pool: &str) -> Vec<Node> {
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")))
+        .await
+        .expect("list nodes")
+        .items
+}
+
+fn ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn label<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+        .unwrap_or_default()
+}
+
+/// Removes what an earlier, failed run may have left: its namespaces (whose
+/// pending pods would make NodeClaims), pools, NodeClaims and Nodes.
+async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
+    let namespaces = kubectl(c, &["get", "namespaces", "-o", "name"]);
+    let old: Vec<&str> = namespaces
+        .lines()
+        .filter(|n| n.starts_with("namespace/e2e-azure-"))
+        .collect();
+    for n in &old {
+        kubectl(c, &["delete", n, "--wait=false"]);
+    }
+    for n in &old {
+        let ns = n.trim_start_matches("namespace/");
+        wait_for(
+            "an old namespace's pods gone",
+            Duration::from_secs(60),
+            || async {
+                let left = Api::<Pod>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .len();
+                if left == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{left} pods in {ns}"))
+                }
+            },
+        )
+        .await;
+    }
+    for pool in [CPU_POOL, GPU_POOL] {
+        let _ = Api::<karpenter::crds::NodePool>::all(client.clone())
+            .delete(pool, &DeleteParams::default())
+            .await;
+        if !claims_of(client, pool).await.is_empty() || !pool_nodes(client, pool).await.is_empty() {
+            // Their finalizers need a controller; take them off.
+            for kind in ["nodeclaims", "nodes"] {
+                let names = kubectl(
+                    c,
+                    &[
+                        "get",
+                        kind,
+                        "-l",
+                        &format!("karpenter.sh/nodepool={pool}"),
+                        "-o",
+                        "name",
+                    ],
+                );
+                for n in names.lines().filter(|l| !l.is_empty()) {
+                    let _ = Command::new(&c.kubectl)
+                        .args([
+                            "patch",
+                            n,
+                            "--type=merge",
+                            "-p",
+                            r#"{"metadata":{"finalizers":null}}"#,
+                        ])
+                        .env("KUBECONFIG", &c.kubeconfig)
+                        .output();
+                    let _ = Command::new(&c.kubectl)
+                        .args(["delete", n, "--wait=false"])
+                        .env("KUBECONFIG", &c.kubeconfig)
+                        .output();
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn the_seed_azure_flow_on_the_arm_emulator() {
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    install_plugin_crd(&c, "azure", "aksnodeclasses.karpenter.azure.com");
+    remove_leftovers(&c, &client).await;
+    let ns = format!("e2e-azure-{}", std::process::id());
+    namespace(&client, &ns).await;
+
+    // The first VM created in zone 1 fails with ZonalAllocationFailed.
+    let arm = ArmEmulator::start(&c, &["ZonalAllocationFailed:1"]);
+    let federated = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(federated.path(), "eyJhbGciOiJSUzI1NiJ9.e30.c2ln").expect("write");
+    // The settings of the seed's values file, the ARM endpoint overridden.
+    let config = json!({
+        "allowedHosts": [arm.base],
+        "tokens": true,
+        "settings": {
+            "ARM_CLOUD": "AzurePublicCloud",
+            "ARM_ENDPOINT": arm.base,
+            "PRICES_ENDPOINT": arm.base,
+            "LOCATION": "southcentralus",
+            "ARM_RESOURCE_GROUP": RESOURCE_GROUP,
+            "AZURE_SUBSCRIPTION_ID": SUBSCRIPTION,
+            "AZURE_NODE_RESOURCE_GROUP": NODE_RESOURCE_GROUP,
+            "SSH_PUBLIC_KEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e e2e@karpenter",
+            "VNET_SUBNET_ID": format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks"),
+            "KUBELET_BOOTSTRAP_TOKEN": "abcdef.0123456789abcdef",
+        },
+    });
+    let federated_path = federated.path().to_str().expect("path");
+    let ca = arm.ca_file.to_str().expect("path");
+    let controller = Controller::start_with(
+        &c,
+        "azure",
+        config,
+        &[
+            ("AZURE_CLIENT_ID", CLIENT),
+            ("AZURE_TENANT_ID", TENANT),
+            ("AZURE_FEDERATED_TOKEN_FILE", federated_path),
+            ("AZURE_AUTHORITY_HOST", arm.base.as_str()),
+        ],
+        &["--disable-leader-election", "--trusted-ca-file", ca],
+    );
+
+    for f in ["nodeclass.yaml", "cpu_nodepool.yaml", "gpu_nodepool.yaml"] {
+        kubectl(&c, &["apply", "-f", &example(f)]);
+    }
+    wait_for(
+        "the AKSNodeClass is Ready",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&c, &["get", "aksnodeclass"]);
+            let row: Vec<String> = out
+                .lines()
+                .find(|l| l.starts_with("azure "))
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default();
+            if row.get(1).map(String::as_str) == Some("True") {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        },
+    )
+    .await;
+
+    // CPU: 3 pods on a D-family node, after the first zone failed.
+    let started = Instant::now();
+    kubectl(
+        &c,
+        &["apply", "-n", &ns, "-f", &example("cpu_deployment.yaml")],
+    );
+    wait_for("3 CPU pods running", Duration::from_secs(180), || {
+        pods_running(&client, &ns, "sample-cpu-app", 3)
+    })
+    .await;
+    eprintln!(
+        "CPU pods running {:.1}s after apply",
+        started.elapsed().as_secs_f64()
+    );
+    let state = arm.state().await;
+    assert_eq!(state["injections"], 0, "the ZonalAllocationFailed was hit");
+    let cpu_vms = vms(&state);
+    assert!(!cpu_vms.is_empty());
+    for (name, size, zone) in &cpu_vms {
+        assert!(size.starts_with("Standard_D"), "{name}: {size}");
+        assert_ne!(zone, "1", "{name} launched in the zone that failed");
+    }
+    let log = controller.log();
+    assert!(
+        log.contains("ZonalAllocationFailed") && log.contains("southcentralus-1"),
+        "the controller saw the zonal failure"
+    );
+    // Authenticated by workload identity: a token exchange at the emulator's
+    // Entra endpoint, and ARM (which requires a token it issued) answered.
+    let requests = ArmEmulator::requests(&state);
+    assert!(
+        requests
+            .iter()
+            .any(|r| r == &format!("POST /{TENANT}/oauth2/v2.0/token")),
+        "no token exchange: {requests:?}"
+    );
+
+    // GPU: one pod on the pinned GPU SKU.
+    let started = Instant::now();
+    kubectl(
+        &c,
+        &["apply", "-n", &ns, "-f", &example("gpu_deployment.yaml")],
+    );
+    wait_for("the GPU pod running", Duration::from_secs(180), || {
+        pods_running(&client, &ns, "sample-gpu-app", 1)
+    })
+    .await;
+    eprintln!(
+        "GPU pod running {:.1}s after apply",
+        started.elapsed().as_secs_f64()
+    );
+    let gpu_pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().labels("app=sample-gpu-app"))
+        .await
+        .expect("pods");
+    let gpu_node_name = gpu_pods.items[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("bound");
+    let gpu_nodes = pool_nodes(&client, GPU_POOL).await;
+    let gpu_node = gpu_nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(&gpu_node_name))
+        .expect("the GPU pod is on a GPU pool node");
+    assert_eq!(
+        label(gpu_node, "node.kubernetes.io/instance-type"),
+        "Standard_NC24ads_A100_v4"
+    );
+    assert_eq!(label(gpu_node, "karpenter.azure.com/sku-gpu-name"), "A100");
+    let state = arm.state().await;
+    assert!(
+        vms(&state)
+            .iter()
+            .any(|(name, size, _)| size == "Standard_NC24ads_A100_v4"
+                && gpu_node_name.ends_with(name.rsplit('/').next().unwrap_or_default())),
+        "{:?}",
+        vms(&state)
+    );
+
+    // NodeClaims: every column filled, Ready; their Nodes Ready.
+    wait_for("the NodeClaims Ready", Duration::from_secs(60), || async {
+        let table = kubectl(&c, &["get", "nodeclaims"]);
+        let waiting = table
+            .lines()
+            .skip(1)
+            .filter(|l| l.starts_with(CPU_POOL) || l.starts_with(GPU_POOL))
+            .filter(|l| l.split_whitespace().nth(5) != Some("True"))
+            .count();
+        if waiting == 0 { Ok(()) } else { Err(table) }
+    })
+    .await;
+    let table = kubectl(&c, &["get", "nodeclaims"]);
+    eprintln!("{table}");
+    let mut rows = 0;
+    for line in table.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if !(cols[0].starts_with(CPU_POOL) || cols[0].starts_with(GPU_POOL)) {
+            continue;
+        }
+        rows += 1;
+        assert_eq!(cols.len(), 7, "every column filled: {line}");
+        assert!(cols[1].starts_with("Standard_"), "TYPE: {line}");
+        assert_eq!(cols[2], "on-demand", "{line}");
+        assert!(
+            cols[3].starts_with("southcentralus-") || cols[3] == "0",
+            "ZONE: {line}"
+        );
+        assert!(cols[4].starts_with("aks-"), "NODE: {line}");
+        assert_eq!(cols[5], "True", "READY: {line}");
+    }
+    assert_eq!(rows, vms(&state).len(), "one NodeClaim per VM");
+    for pool in [CPU_POOL, GPU_POOL] {
+        let nodes = pool_nodes(&client, pool).await;
+        assert!(!nodes.is_empty(), "{pool} has nodes");
+        for n in &nodes {
+            assert!(ready(n), "{:?} is Ready", n.metadata.name);
+            let taints = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            assert!(
+                !taints.iter().any(|t| t.key == "karpenter.sh/unregistered"
+                    || t.key == "node.cilium.io/agent-not-ready"),
+                "{:?}: {taints:?}",
+                n.metadata.name
+            );
+        }
+    }
+
+    // Scale to zero, then the NodeClaims go (what emptiness consolidation or
+    // `kubectl delete nodeclaim` does): VMs and NICs leave the emulator.
+    scale(&client, &ns, "sample-cpu-app", 0).await;
+    scale(&client, &ns, "sample-gpu-app", 0).await;
+    wait_for("pods gone", Duration::from_secs(90), || async {
+        let left = Api::<Pod>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .len();
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{left} pods"))
+        }
+    })
+    .await;
+    for pool in [CPU_POOL, GPU_POOL] {
+        kubectl(
+            &c,
+            &[
+                "delete",
+                "nodeclaims",
+                "-l",
+                &format!("karpenter.sh/nodepool={pool}"),
+                "--wait=false",
+            ],
+        );
+    }
+    wait_for(
+        "no VM, NIC, NodeClaim or Node left",
+        Duration::from_secs(120),
+        || async {
+            let state = arm.state().await;
+            let (vms, nics) = (
+                state["vms"].as_array().map_or(0, Vec::len),
+                state["nics"].as_array().map_or(0, Vec::len),
+            );
+            let claims =
+                claims_of(&client, CPU_POOL).await.len() + claims_of(&client, GPU_POOL).await.len();
+            let nodes = pool_nodes(&client, CPU_POOL).await.len()
+                + pool_nodes(&client, GPU_POOL).await.len();
+            if vms + nics + claims + nodes == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{vms} VMs, {nics} NICs, {claims} NodeClaims, {nodes} Nodes"
+                ))
+            }
+        },
+    )
+    .await;
+    let requests = ArmEmulator::requests(&arm.state().await);
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("DELETE ") && r.contains("/networkInterfaces/"))
+    );
+
+    for f in ["cpu_nodepool.yaml", "gpu_nodepool.yaml", "nodeclass.yaml"] {
+        kubectl(&c, &["delete", "-f", &example(f), "--wait=false"]);
+    }
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .delete(&ns, &DeleteParams::default())
+        .await;
+    drop(controller);
+}
