@@ -20,6 +20,7 @@ pub mod code {
     pub const RESOURCE_EXHAUSTED: i32 = 8;
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const ABORTED: i32 = 10;
+    pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
     pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;
