@@ -97,9 +97,11 @@ fn is_ready(n: &Node) -> bool {
 }
 
 fn claim_ready(nc: &NodeClaim) -> bool {
-    nc.status
-        .as_ref()
-        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    nc.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
 }
 
 fn claim_type(nc: &NodeClaim) -> String {
@@ -123,22 +125,26 @@ async fn scale_to_zero(client: &kube::Client, emulator: &Emulator, pools: &[&str
             )
             .await;
     }
-    e2e::wait_for("instances and disks deleted", Duration::from_secs(120), || async {
-        let mut nodes = 0;
-        let mut claims = 0;
-        for pool in pools {
-            nodes += nodes_of(client, pool).await.len();
-            claims += e2e::claims_of(client, pool).await.len();
-        }
-        let (instances, disks) = (emulator.instances().len(), emulator.disks().len());
-        if nodes + claims + instances + disks == 0 {
-            Ok(())
-        } else {
-            Err(format!(
-                "{claims} NodeClaims, {nodes} Nodes, {instances} instances, {disks} disks left"
-            ))
-        }
-    })
+    e2e::wait_for(
+        "instances and disks deleted",
+        Duration::from_secs(120),
+        || async {
+            let mut nodes = 0;
+            let mut claims = 0;
+            for pool in pools {
+                nodes += nodes_of(client, pool).await.len();
+                claims += e2e::claims_of(client, pool).await.len();
+            }
+            let (instances, disks) = (emulator.instances().len(), emulator.disks().len());
+            if nodes + claims + instances + disks == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{claims} NodeClaims, {nodes} Nodes, {instances} instances, {disks} disks left"
+                ))
+            }
+        },
+    )
     .await;
 }
 
@@ -166,18 +172,33 @@ async fn seed_flow_cpu_and_gpu_nodes() {
             .into_iter()
             .flatten()
             .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        if ready { Ok(()) } else { Err(v["status"].to_string()) }
+        if ready {
+            Ok(())
+        } else {
+            Err(v["status"].to_string())
+        }
     })
     .await;
     let columns = e2e::kubectl(&c, &["get", "nebiusnodeclass"]);
-    assert!(columns.starts_with("NAME") && columns.contains("READY"), "{columns}");
+    assert!(
+        columns.starts_with("NAME") && columns.contains("READY"),
+        "{columns}"
+    );
 
     for f in ["cpu_deployment.yaml", "gpu_deployment.yaml"] {
         e2e::kubectl(&c, &["apply", "-n", ns, "-f", &example(f)]);
     }
     for (pool, app, want) in [
-        ("nebius-cpu-nodepool", "sample-cpu-app", "cpu-d3-16vcpu-64gb"),
-        ("nebius-gpu-nodepool", "sample-gpu-app", "gpu-h100-sxm-8gpu-128vcpu-1600gb"),
+        (
+            "nebius-cpu-nodepool",
+            "sample-cpu-app",
+            "cpu-d3-16vcpu-64gb",
+        ),
+        (
+            "nebius-gpu-nodepool",
+            "sample-gpu-app",
+            "gpu-h100-sxm-8gpu-128vcpu-1600gb",
+        ),
     ] {
         e2e::wait_for(&format!("{app} Running"), Duration::from_secs(120), || {
             e2e::pods_running(&client, ns, app, 1)
@@ -186,10 +207,18 @@ async fn seed_flow_cpu_and_gpu_nodes() {
         let claims = e2e::claims_of(&client, pool).await;
         assert_eq!(claims.len(), 1, "{pool}");
         assert_eq!(claim_type(&claims[0]), want);
-        e2e::wait_for(&format!("{pool} NodeClaim Ready"), Duration::from_secs(60), || async {
-            let claims = e2e::claims_of(&client, pool).await;
-            if claims.iter().all(claim_ready) { Ok(()) } else { Err("not Ready".into()) }
-        })
+        e2e::wait_for(
+            &format!("{pool} NodeClaim Ready"),
+            Duration::from_secs(60),
+            || async {
+                let claims = e2e::claims_of(&client, pool).await;
+                if claims.iter().all(claim_ready) {
+                    Ok(())
+                } else {
+                    Err("not Ready".into())
+                }
+            },
+        )
         .await;
         let nodes = nodes_of(&client, pool).await;
         assert_eq!(nodes.len(), 1);
@@ -198,7 +227,10 @@ async fn seed_flow_cpu_and_gpu_nodes() {
         let name = n.metadata.name.clone().unwrap_or_default();
         assert!(name.starts_with("computeinstance-"), "{name}");
         let ip = internal_ip(n).expect("InternalIP");
-        assert!(ip.starts_with("100.96."), "the WireGuard address is the node IP: {ip}");
+        assert!(
+            ip.starts_with("100.96."),
+            "the WireGuard address is the node IP: {ip}"
+        );
         assert_ne!(ip, HUB_ADDRESS);
     }
     let out = e2e::kubectl(&c, &["get", "nodeclaims"]);
@@ -209,10 +241,18 @@ async fn seed_flow_cpu_and_gpu_nodes() {
     for app in ["sample-cpu-app", "sample-gpu-app"] {
         e2e::scale(&client, ns, app, 0).await;
     }
-    scale_to_zero(&client, &emulator, &["nebius-cpu-nodepool", "nebius-gpu-nodepool"]).await;
+    scale_to_zero(
+        &client,
+        &emulator,
+        &["nebius-cpu-nodepool", "nebius-gpu-nodepool"],
+    )
+    .await;
     e2e::clean_up(&client, ns, "nebius-cpu-nodepool").await;
     e2e::clean_up(&client, ns, "nebius-gpu-nodepool").await;
-    e2e::kubectl(&c, &["delete", "nebiusnodeclass", "nebius", "--ignore-not-found"]);
+    e2e::kubectl(
+        &c,
+        &["delete", "nebiusnodeclass", "nebius", "--ignore-not-found"],
+    );
     drop(controller);
 }
 
@@ -261,12 +301,19 @@ async fn wireguard_addresses_at_scale() {
     let distinct: HashSet<&String> = ips.iter().collect();
     assert_eq!(ips.len(), 50);
     assert_eq!(distinct.len(), 50, "{ips:?}");
-    assert!(ips.iter().all(|ip| ip.starts_with("100.96.0.") && ip != HUB_ADDRESS));
+    assert!(
+        ips.iter()
+            .all(|ip| ip.starts_with("100.96.0.") && ip != HUB_ADDRESS)
+    );
 
     e2e::scale(&client, ns, "spread", 65).await;
     e2e::wait_for("the range fills up", Duration::from_secs(120), || async {
         let n = nodes_of(&client, pool).await.len();
-        if n == 61 { Ok(()) } else { Err(format!("{n} nodes")) }
+        if n == 61 {
+            Ok(())
+        } else {
+            Err(format!("{n} nodes"))
+        }
     })
     .await;
     e2e::wait_for("an exhaustion event", Duration::from_secs(60), || async {
@@ -284,7 +331,10 @@ async fn wireguard_addresses_at_scale() {
                 eprintln!("event: {}", e.message.as_deref().unwrap_or_default());
                 Ok(())
             }
-            None => Err(format!("{} events, none about the range", events.items.len())),
+            None => Err(format!(
+                "{} events, none about the range",
+                events.items.len()
+            )),
         }
     })
     .await;
@@ -298,6 +348,14 @@ async fn wireguard_addresses_at_scale() {
     e2e::scale(&client, ns, "spread", 0).await;
     scale_to_zero(&client, &emulator, &[pool]).await;
     e2e::clean_up(&client, ns, pool).await;
-    e2e::kubectl(&c, &["delete", "nebiusnodeclass", "nebius-wg", "--ignore-not-found"]);
+    e2e::kubectl(
+        &c,
+        &[
+            "delete",
+            "nebiusnodeclass",
+            "nebius-wg",
+            "--ignore-not-found",
+        ],
+    );
     drop(controller);
 }

@@ -18,7 +18,11 @@ pub fn internal_ips(nodes: &[Arc<Node>]) -> Vec<String> {
         .collect()
 }
 
-pub async fn run(nodes: Store<Node>, mut events: broadcast::Receiver<Arc<Node>>, view: Arc<ClusterView>) {
+pub async fn run(
+    nodes: Store<Node>,
+    mut events: broadcast::Receiver<Arc<Node>>,
+    view: Arc<ClusterView>,
+) {
     loop {
         view.set_node_internal_ips(internal_ips(&nodes.state()));
         match events.recv().await {

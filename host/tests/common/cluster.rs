@@ -108,8 +108,11 @@ impl Controller {
         let secrets = dir.path().join("secrets");
         for p in setups {
             std::fs::write(plugins.join(format!("{}.wasm", p.name)), &p.wasm).expect("wasm");
-            std::fs::write(plugins.join(format!("{}.yaml", p.name)), p.config.to_string())
-                .expect("config");
+            std::fs::write(
+                plugins.join(format!("{}.yaml", p.name)),
+                p.config.to_string(),
+            )
+            .expect("config");
             for (name, bytes) in &p.secrets {
                 let path = secrets.join(name);
                 std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");

@@ -94,7 +94,8 @@ pub fn node(
         allocatable["nvidia.com/gpu"] = json!(r.gpu_count.to_string());
     }
     let ip = flag("node-ip").unwrap_or_else(|| private_ip.to_string());
-    let mut annotations = json!({"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"});
+    let mut annotations =
+        json!({"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"});
     if user_data.contains("wg-quick@wg0") {
         // What the node's runcmd publishes once wg0 is up.
         annotations[bootstrap::PUBLIC_KEY_ANNOTATION] = json!(format!("pubkey-of-{name}"));

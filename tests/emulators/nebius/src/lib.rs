@@ -12,7 +12,7 @@
 //! per-platform quotas (refused at once with `quota_failure`) and capacity
 //! (the operation fails with `not_enough_resources`); one-shot injected
 //! errors. Mutations are long-running operations that finish after
-//! `op_polls` polls of OperationService.Get.
+//! `op_duration`, polled or not (OperationService.Get shows them).
 //!
 //! An instance that finishes creating plays its VM's kubelet: it registers
 //! the Node its cloud-init describes in the API server its bootstrap
@@ -39,8 +39,9 @@ use wire::{Reply, decode, error, ok, status};
 #[derive(Clone, Debug)]
 pub struct Options {
     pub service_account: iam::ServiceAccount,
-    /// Polls of an operation answered as running before it finishes.
-    pub op_polls: u32,
+    /// How long a mutation's operation runs (0: done when created). It
+    /// finishes in the background whether or not anyone polls it.
+    pub op_duration: Duration,
     /// Items per page of a List.
     pub page_size: usize,
     pub token_ttl_seconds: i64,
@@ -54,7 +55,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             service_account: iam::ServiceAccount::test(),
-            op_polls: 1,
+            op_duration: Duration::from_millis(200),
             page_size: 100,
             token_ttl_seconds: 3600,
             platforms: default_platforms(),
@@ -86,7 +87,11 @@ pub struct Injection {
     pub count: u32,
 }
 
-pub fn platform(name: &str, presets: &[(&str, i32, i32, i32)], preemptible: bool) -> proto::Platform {
+pub fn platform(
+    name: &str,
+    presets: &[(&str, i32, i32, i32)],
+    preemptible: bool,
+) -> proto::Platform {
     proto::Platform {
         metadata: Some(proto::ResourceMetadata {
             id: format!("computeplatform-{name}"),
@@ -186,7 +191,7 @@ enum Done {
 
 struct Op {
     op: proto::Operation,
-    polls_left: u32,
+    due: Instant,
     done: Done,
 }
 
@@ -313,6 +318,17 @@ impl Emulator {
     ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
+        // Operations run in the background, as the cloud's do.
+        let ticker = Arc::downgrade(&self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let Some(me) = ticker.upgrade() else { return };
+                for e in me.sweep() {
+                    me.apply(e).await;
+                }
+            }
+        });
         let handle = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -412,6 +428,9 @@ impl Emulator {
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Reply {
+        for e in self.sweep() {
+            self.apply(e).await;
+        }
         let started = Instant::now();
         let path = req.uri().path().to_string();
         let header = |k: &str| {
@@ -420,8 +439,8 @@ impl Emulator {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
-        let bearer = header("authorization")
-            .and_then(|a| a.strip_prefix("Bearer ").map(str::to_string));
+        let bearer =
+            header("authorization").and_then(|a| a.strip_prefix("Bearer ").map(str::to_string));
         let idempotency = header("x-idempotency-key");
         let grpc = header("content-type").is_some_and(|c| c.starts_with("application/grpc"));
         let body: Bytes = match req.into_body().collect().await {
@@ -434,7 +453,10 @@ impl Emulator {
         let method = path.rsplit('/').take(2).collect::<Vec<_>>();
         let short = format!(
             "{}/{}",
-            method.get(1).and_then(|s| s.rsplit('.').next()).unwrap_or(""),
+            method
+                .get(1)
+                .and_then(|s| s.rsplit('.').next())
+                .unwrap_or(""),
             method.first().unwrap_or(&"")
         );
         self.lock().requests.push(short.clone());
@@ -526,7 +548,11 @@ impl Emulator {
                 if r.parent_id.is_empty() {
                     return (error(&invalid("parent_id is required")), Vec::new());
                 }
-                let (items, next) = page(&self.options.platforms, &r.page_token, self.page(r.page_size));
+                let (items, next) = page(
+                    &self.options.platforms,
+                    &r.page_token,
+                    self.page(r.page_size),
+                );
                 return (
                     ok(&proto::ListPlatformsResponse {
                         items,
@@ -551,7 +577,11 @@ impl Emulator {
             }
             paths::INSTANCE_GET_BY_NAME => {
                 let r = req!(proto::GetByNameRequest);
-                return match st.instances.values().find(|v| named(&v.instance.metadata, &r)) {
+                return match st
+                    .instances
+                    .values()
+                    .find(|v| named(&v.instance.metadata, &r))
+                {
                     Some(v) => (ok(&v.instance), Vec::new()),
                     None => (error(&not_found("instance", &r.name)), Vec::new()),
                 };
@@ -595,7 +625,11 @@ impl Emulator {
             }
             _ => {
                 return (
-                    error(&status(code::UNIMPLEMENTED, &format!("{path} is not served"), None)),
+                    error(&status(
+                        code::UNIMPLEMENTED,
+                        &format!("{path} is not served"),
+                        None,
+                    )),
                     Vec::new(),
                 );
             }
@@ -606,9 +640,9 @@ impl Emulator {
                     st.idempotency
                         .insert((path.to_string(), key.to_string()), op.id.clone());
                 }
-                // With no polls configured, the operation is done at once.
+                // With no duration configured, the operation is done at once.
                 let mut effects = Vec::new();
-                let op = if self.options.op_polls == 0 {
+                let op = if self.options.op_duration.is_zero() {
                     match self.poll(&mut st, &op.id) {
                         Ok((op, done)) => {
                             effects.extend(done);
@@ -623,6 +657,22 @@ impl Emulator {
             }
             Err(s) => (error(&s), Vec::new()),
         }
+    }
+
+    /// Finishes every operation whose time has come; returns what their
+    /// finish does outside the state.
+    fn sweep(&self) -> Vec<Done> {
+        let mut st = self.lock();
+        let now = Instant::now();
+        let due: Vec<String> = st
+            .operations
+            .iter()
+            .filter(|(_, op)| op.op.status.is_none() && op.due <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        due.iter()
+            .filter_map(|id| self.poll(&mut st, id).ok().and_then(|(_, d)| d))
+            .collect()
     }
 
     fn page(&self, asked: i64) -> usize {
@@ -651,7 +701,7 @@ impl Emulator {
             op.id.clone(),
             Op {
                 op: op.clone(),
-                polls_left: self.options.op_polls,
+                due: Instant::now() + self.options.op_duration,
                 done,
             },
         );
@@ -660,7 +710,11 @@ impl Emulator {
 
     /// One poll: the operation as it stands, finishing it when its time has
     /// come; returns what the finish does outside the state.
-    fn poll(&self, st: &mut State, id: &str) -> Result<(proto::Operation, Option<Done>), proto::Status> {
+    fn poll(
+        &self,
+        st: &mut State,
+        id: &str,
+    ) -> Result<(proto::Operation, Option<Done>), proto::Status> {
         let op = st
             .operations
             .get_mut(id)
@@ -668,8 +722,7 @@ impl Emulator {
         if op.op.status.is_some() {
             return Ok((op.op.clone(), None));
         }
-        if op.polls_left > 0 {
-            op.polls_left -= 1;
+        if Instant::now() < op.due {
             return Ok((op.op.clone(), None));
         }
         let done = op.done.clone();
@@ -703,7 +756,11 @@ impl Emulator {
         Ok((finished, external))
     }
 
-    fn create_disk(&self, st: &mut State, r: proto::CreateDiskRequest) -> Result<proto::Operation, proto::Status> {
+    fn create_disk(
+        &self,
+        st: &mut State,
+        r: proto::CreateDiskRequest,
+    ) -> Result<proto::Operation, proto::Status> {
         let meta = r.metadata.ok_or_else(|| invalid("metadata is required"))?;
         let spec = r.spec.ok_or_else(|| invalid("spec is required"))?;
         if meta.parent_id.is_empty() || meta.name.is_empty() {
@@ -724,7 +781,9 @@ impl Emulator {
                 .as_ref()
                 .is_some_and(|m| m.parent_id == meta.parent_id && m.name == meta.name)
         }) {
-            return Err(already_exists(d.metadata.as_ref().map(|m| m.id.as_str()).unwrap_or("")));
+            return Err(already_exists(
+                d.metadata.as_ref().map(|m| m.id.as_str()).unwrap_or(""),
+            ));
         }
         let id = Self::id(st, "computedisk");
         st.disks.insert(
@@ -742,7 +801,11 @@ impl Emulator {
         Ok(self.start(st, &id, "create disk", Done::DiskReady))
     }
 
-    fn delete_disk(&self, st: &mut State, r: proto::DeleteDiskRequest) -> Result<proto::Operation, proto::Status> {
+    fn delete_disk(
+        &self,
+        st: &mut State,
+        r: proto::DeleteDiskRequest,
+    ) -> Result<proto::Operation, proto::Status> {
         if !st.disks.contains_key(&r.id) {
             return Err(not_found("disk", &r.id));
         }
@@ -781,10 +844,17 @@ impl Emulator {
                 .is_some_and(|m| m.parent_id == meta.parent_id && m.name == meta.name)
         }) {
             return Err(already_exists(
-                v.instance.metadata.as_ref().map(|m| m.id.as_str()).unwrap_or(""),
+                v.instance
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.id.as_str())
+                    .unwrap_or(""),
             ));
         }
-        let res = spec.resources.clone().ok_or_else(|| invalid("spec.resources is required"))?;
+        let res = spec
+            .resources
+            .clone()
+            .ok_or_else(|| invalid("spec.resources is required"))?;
         let preset_name = res.preset.clone().unwrap_or_default();
         let platform = self
             .options
@@ -811,7 +881,10 @@ impl Emulator {
             )));
         }
         if spec.network_interfaces.is_empty()
-            || spec.network_interfaces.iter().any(|n| n.subnet_id.is_empty())
+            || spec
+                .network_interfaces
+                .iter()
+                .any(|n| n.subnet_id.is_empty())
         {
             return Err(invalid("spec.network_interfaces needs a subnet_id"));
         }
@@ -927,7 +1000,12 @@ impl Emulator {
                 private_ip,
             },
         );
-        Ok(self.start(st, &id, "create instance", Done::InstanceRunning(id.clone())))
+        Ok(self.start(
+            st,
+            &id,
+            "create instance",
+            Done::InstanceRunning(id.clone()),
+        ))
     }
 
     fn preset(&self, platform: &str, preset: &str) -> Option<proto::PresetResources> {
@@ -956,7 +1034,12 @@ impl Emulator {
         if let Some(s) = v.instance.status.as_mut() {
             s.state = state::DELETING;
         }
-        Ok(self.start(st, &r.id, "delete instance", Done::InstanceDeleted(r.id.clone())))
+        Ok(self.start(
+            st,
+            &r.id,
+            "delete instance",
+            Done::InstanceDeleted(r.id.clone()),
+        ))
     }
 
     /// What a finished operation does outside: the kubelet registers or the
@@ -969,7 +1052,9 @@ impl Emulator {
             Done::InstanceRunning(id) => {
                 let node = {
                     let st = self.lock();
-                    let Some(v) = st.instances.get(&id) else { return };
+                    let Some(v) = st.instances.get(&id) else {
+                        return;
+                    };
                     let spec = v.instance.spec.clone().unwrap_or_default();
                     let res = spec.resources.clone().unwrap_or_default();
                     let disk_gb = spec
@@ -996,7 +1081,13 @@ impl Emulator {
                     }
                     self.preset(&res.platform, res.preset.as_deref().unwrap_or(""))
                         .and_then(|p| {
-                            kubelet::node(&id, &spec.cloud_init_user_data, &p, disk_gb, &v.private_ip)
+                            kubelet::node(
+                                &id,
+                                &spec.cloud_init_user_data,
+                                &p,
+                                disk_gb,
+                                &v.private_ip,
+                            )
                         })
                 };
                 match node {
@@ -1026,14 +1117,20 @@ impl Emulator {
         body: Option<&serde_json::Value>,
     ) -> anyhow::Result<()> {
         let url = format!("{}{path}", k.endpoint.trim_end_matches('/'));
-        let mut req = self.http.request(method.parse()?, url).bearer_auth(&k.token);
+        let mut req = self
+            .http
+            .request(method.parse()?, url)
+            .bearer_auth(&k.token);
         if let Some(b) = body {
             req = req.json(b);
         }
         let r = req.send().await?;
         let s = r.status();
         if !s.is_success() && s.as_u16() != 404 && s.as_u16() != 409 {
-            anyhow::bail!("{method} {path}: {s}: {}", r.text().await.unwrap_or_default());
+            anyhow::bail!(
+                "{method} {path}: {s}: {}",
+                r.text().await.unwrap_or_default()
+            );
         }
         Ok(())
     }
@@ -1086,7 +1183,11 @@ fn take_injection(st: &mut State, short: &str, body: &[u8]) -> Option<proto::Sta
         i.code,
         &i.detail,
         &format!("injected {} on {short}", i.detail),
-        if platform.is_empty() { "compute" } else { &platform },
+        if platform.is_empty() {
+            "compute"
+        } else {
+            &platform
+        },
     );
     st.injections.retain(|i| i.count > 0);
     Some(s)

@@ -1,6 +1,6 @@
 //! `nebius-emulator`: serve the Nebius gRPC emulator (h2c) on 127.0.0.1.
 //!
-//!     nebius-emulator [--port N] [--op-polls N] [--page-size N]
+//!     nebius-emulator [--port N] [--op-ms N] [--page-size N]
 //!         [--quota PLATFORM=UNITS]... [--capacity PLATFORM=INSTANCES]...
 //!         [--kube-endpoint URL --kube-ca-file PEM --kube-token-file FILE]
 //!
@@ -28,7 +28,7 @@ fn main() -> anyhow::Result<()> {
         };
         match a.as_str() {
             "--port" => port = value()?.parse()?,
-            "--op-polls" => o.op_polls = value()?.parse()?,
+            "--op-ms" => o.op_duration = std::time::Duration::from_millis(value()?.parse()?),
             "--page-size" => o.page_size = value()?.parse()?,
             "--quota" => {
                 let (k, n) = pair(value()?)?;
@@ -42,6 +42,12 @@ fn main() -> anyhow::Result<()> {
             "--kube-ca-file" => ca = Some(std::fs::read(value()?)?),
             "--kube-token-file" => {
                 token = Some(std::fs::read_to_string(value()?)?.trim().to_string())
+            }
+            "-h" | "--help" => {
+                println!(
+                    "nebius-emulator [--port N] [--op-ms N] [--page-size N] [--quota PLATFORM=UNITS]... [--capacity PLATFORM=INSTANCES]... [--kube-endpoint URL --kube-ca-file PEM --kube-token-file FILE]"
+                );
+                return Ok(());
             }
             other => anyhow::bail!("unknown argument {other}"),
         }

@@ -195,6 +195,16 @@ fn claim(name: &str, types: &[&str], capacity_type: &str) -> wit::NodeClaim {
     }
 }
 
+async fn wait_until(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..100 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: timed out")
+}
+
 fn is_not_found(e: &karpenter::plugins::CallError) -> bool {
     matches!(e.provider_error(), Some(wit::Error::NotFound(_)))
 }
@@ -307,7 +317,10 @@ async fn create_get_list_delete() {
     assert!(ud.contains("token: abcdef.0123456789abcdef"), "{ud}");
     assert!(ud.contains("karpenter.sh/unregistered=:NoExecute"), "{ud}");
     assert!(ud.contains("--provider-id=aks-nebius://nebius-cpu-nodepool-6g8v8"));
-    assert!(!ud.contains("wg0"), "no WireGuard without wireguardPeerCIDR");
+    assert!(
+        !ud.contains("wg0"),
+        "no WireGuard without wireguardPeerCIDR"
+    );
 
     // Idempotent by NodeClaim name.
     let again = s.plugin.create(&c, &class(None)).await.expect("again");
@@ -318,7 +331,11 @@ async fn create_get_list_delete() {
     let got = s.plugin.get(&i.provider_id).await.expect("get");
     assert_eq!(got.node_claim, c.name);
     assert!(got.capacity.contains(&("cpu".into(), "16".into())));
-    let c2 = claim("nebius-cpu-nodepool-a1b2c", &["cpu-e2-2vcpu-8gb"], "on-demand");
+    let c2 = claim(
+        "nebius-cpu-nodepool-a1b2c",
+        &["cpu-e2-2vcpu-8gb"],
+        "on-demand",
+    );
     s.plugin.create(&c2, &class(None)).await.expect("second");
     let c3 = claim(
         "nebius-gpu-nodepool-r2qwq",
@@ -349,7 +366,11 @@ async fn create_get_list_delete() {
             "nebius-gpu-nodepool-r2qwq"
         ]
     );
-    assert_eq!(s.emulator.exchanges(), 1, "the token is cached across calls");
+    assert_eq!(
+        s.emulator.exchanges(),
+        1,
+        "the token is cached across calls"
+    );
 
     if let Some(kube) = &s.kube {
         let labels = s.emulator.instance_labels();
@@ -392,7 +413,6 @@ async fn create_get_list_delete() {
     assert_eq!(s.emulator.exchanges(), 2);
 }
 
-
 #[tokio::test]
 async fn credentials_that_do_not_verify_are_refused() {
     let creds: serde_json::Value =
@@ -425,18 +445,36 @@ async fn capacity_and_quota_failures_mark_the_offering_unavailable() {
     .await;
     // not_enough_resources, in the operation.
     let c = claim("gpu-a", &["gpu-h100-sxm-8gpu-128vcpu-1600gb"], "on-demand");
-    let e = s.plugin.create(&c, &class(None)).await.expect_err("no capacity");
+    let e = s
+        .plugin
+        .create(&c, &class(None))
+        .await
+        .expect_err("no capacity");
     let Some(wit::Error::InsufficientCapacity(ic)) = e.provider_error() else {
         panic!("{e}")
     };
-    assert!(ic.message.contains("not enough resources"), "{}", ic.message);
+    assert!(
+        ic.message.contains("not enough resources"),
+        "{}",
+        ic.message
+    );
     assert_eq!(ic.offerings.len(), 1);
-    assert_eq!(ic.offerings[0].instance_type, "gpu-h100-sxm-8gpu-128vcpu-1600gb");
+    assert_eq!(
+        ic.offerings[0].instance_type,
+        "gpu-h100-sxm-8gpu-128vcpu-1600gb"
+    );
     assert!(s.emulator.instances().is_empty());
-    assert!(s.emulator.disks().is_empty(), "the boot disk is cleaned up");
+    wait_until("the boot disk is cleaned up", || {
+        s.emulator.disks().is_empty()
+    })
+    .await;
     // quota_failure, refused at Create.
     let c = claim("gpu-b", &["gpu-h200-sxm-8gpu-128vcpu-1600gb"], "on-demand");
-    let e = s.plugin.create(&c, &class(None)).await.expect_err("over quota");
+    let e = s
+        .plugin
+        .create(&c, &class(None))
+        .await
+        .expect_err("over quota");
     let Some(wit::Error::InsufficientCapacity(ic)) = e.provider_error() else {
         panic!("{e}")
     };
@@ -456,7 +494,10 @@ async fn capacity_and_quota_failures_mark_the_offering_unavailable() {
     }
     // Within quota it launches; an injected error is a plain create error.
     let ok = claim("gpu-c", &["gpu-h200-sxm-1gpu-16vcpu-200gb"], "on-demand");
-    s.plugin.create(&ok, &class(None)).await.expect("within quota");
+    s.plugin
+        .create(&ok, &class(None))
+        .await
+        .expect("within quota");
     s.emulator.inject(Injection {
         method: "InstanceService/Create".into(),
         platform: String::new(),
@@ -466,7 +507,10 @@ async fn capacity_and_quota_failures_mark_the_offering_unavailable() {
     });
     let e = s
         .plugin
-        .create(&claim("cpu-x", &["cpu-d3-4vcpu-16gb"], "on-demand"), &class(None))
+        .create(
+            &claim("cpu-x", &["cpu-d3-4vcpu-16gb"], "on-demand"),
+            &class(None),
+        )
         .await
         .expect_err("injected");
     assert!(
@@ -479,7 +523,7 @@ async fn capacity_and_quota_failures_mark_the_offering_unavailable() {
 async fn wireguard_addresses_never_collide_across_50_concurrent_launches() {
     let s = setup(
         Options {
-            op_polls: 2,
+            op_duration: Duration::from_millis(300),
             ..Options::default()
         },
         nebius_emulator::iam::test_credentials(),
@@ -491,7 +535,10 @@ async fn wireguard_addresses_never_collide_across_50_concurrent_launches() {
     s.runtime.cluster.set_node_internal_ips(taken.clone());
     let cidr = "100.96.0.0/26"; // 62 usable; the hub (.1) and 5 Nodes leave 56
     let class = class(Some(cidr));
-    s.plugin.validate_node_class(&class).await.expect("validates");
+    s.plugin
+        .validate_node_class(&class)
+        .await
+        .expect("validates");
     let started = Instant::now();
     let launches: Vec<_> = (0..50)
         .map(|i| {
@@ -506,7 +553,10 @@ async fn wireguard_addresses_never_collide_across_50_concurrent_launches() {
     for l in launches {
         l.await.expect("join").expect("create");
     }
-    eprintln!("50 concurrent creates with WireGuard: {:?}", started.elapsed());
+    eprintln!(
+        "50 concurrent creates with WireGuard: {:?}",
+        started.elapsed()
+    );
     let addresses: Vec<String> = s
         .emulator
         .instance_labels()
@@ -550,13 +600,12 @@ async fn wireguard_addresses_never_collide_across_50_concurrent_launches() {
         .find(|l| l.get("karpenter-nodeclaim").map(String::as_str) == Some("wg-07"))
         .and_then(|l| l.get("wireguard-address").cloned())
         .expect("wg-07");
-    delete_until_gone(
-        &s,
-        &claim("wg-07", &["cpu-d3-4vcpu-16gb"], "on-demand"),
-    )
-    .await;
+    delete_until_gone(&s, &claim("wg-07", &["cpu-d3-4vcpu-16gb"], "on-demand")).await;
     s.plugin.create(&c, &class).await.expect("room again");
-    assert_eq!(s.emulator.name_with_address(&freed).as_deref(), Some("wg-full"));
+    assert_eq!(
+        s.emulator.name_with_address(&freed).as_deref(),
+        Some("wg-full")
+    );
 }
 
 /// The plugin's own share of a create: wall time less the time the emulator
@@ -565,7 +614,7 @@ async fn wireguard_addresses_never_collide_across_50_concurrent_launches() {
 async fn create_latency_overhead() {
     let s = setup(
         Options {
-            op_polls: 0,
+            op_duration: Duration::ZERO,
             ..Options::default()
         },
         nebius_emulator::iam::test_credentials(),
@@ -586,7 +635,11 @@ async fn create_latency_overhead() {
         s.plugin.create(&c, &class(None)).await.expect("create");
         let wall = t.elapsed();
         let server = s.emulator.busy() - busy;
-        samples.push((wall, wall.saturating_sub(server), s.emulator.requests().len() - calls));
+        samples.push((
+            wall,
+            wall.saturating_sub(server),
+            s.emulator.requests().len() - calls,
+        ));
     }
     samples.sort();
     let (wall, own, calls) = samples[samples.len() / 2];
