@@ -185,21 +185,22 @@ async fn seed_flow_cpu_and_gpu_nodes() {
         "{columns}"
     );
 
-    for f in ["cpu_deployment.yaml", "gpu_deployment.yaml"] {
-        e2e::kubectl(&c, &["apply", "-n", ns, "-f", &example(f)]);
-    }
-    for (pool, app, want) in [
+    // As the guide does: the CPU workload first, then the GPU one.
+    for (file, pool, app, want) in [
         (
+            "cpu_deployment.yaml",
             "nebius-cpu-nodepool",
             "sample-cpu-app",
             "cpu-d3-16vcpu-64gb",
         ),
         (
+            "gpu_deployment.yaml",
             "nebius-gpu-nodepool",
             "sample-gpu-app",
             "gpu-h100-sxm-8gpu-128vcpu-1600gb",
         ),
     ] {
+        e2e::kubectl(&c, &["apply", "-n", ns, "-f", &example(file)]);
         e2e::wait_for(&format!("{app} Running"), Duration::from_secs(120), || {
             e2e::pods_running(&client, ns, app, 1)
         })
@@ -257,8 +258,8 @@ async fn seed_flow_cpu_and_gpu_nodes() {
 }
 
 /// 50 launches at once on a /26 (61 free addresses once the hub's is out):
-/// 50 distinct node IPs; growing to 65 fills the range and the rest fail
-/// with an InsufficientCapacityError event naming the exhausted range.
+/// distinct node IPs; growing to 70 pods fills the range and the launches
+/// beyond it fail with an InsufficientCapacityError event naming the range.
 #[tokio::test]
 #[ignore = "needs a cluster from tests/cluster/up and `make plugins`"]
 async fn wireguard_addresses_at_scale() {
@@ -293,30 +294,30 @@ async fn wireguard_addresses_at_scale() {
         e2e::pods_running(&client, ns, "spread", 50)
     })
     .await;
+    // Every launch got its own address (the provisioner may launch a few
+    // more nodes than pods; each of them counts as well).
     let ips: Vec<String> = nodes_of(&client, pool)
         .await
         .iter()
         .filter_map(internal_ip)
         .collect();
     let distinct: HashSet<&String> = ips.iter().collect();
-    assert_eq!(ips.len(), 50);
-    assert_eq!(distinct.len(), 50, "{ips:?}");
+    assert!(ips.len() >= 50, "{} nodes", ips.len());
+    assert_eq!(distinct.len(), ips.len(), "{ips:?}");
     assert!(
         ips.iter()
             .all(|ip| ip.starts_with("100.96.0.") && ip != HUB_ADDRESS)
     );
+    eprintln!(
+        "{} nodes, {} distinct WireGuard addresses",
+        ips.len(),
+        distinct.len()
+    );
 
-    e2e::scale(&client, ns, "spread", 65).await;
-    e2e::wait_for("the range fills up", Duration::from_secs(120), || async {
-        let n = nodes_of(&client, pool).await.len();
-        if n == 61 {
-            Ok(())
-        } else {
-            Err(format!("{n} nodes"))
-        }
-    })
-    .await;
-    e2e::wait_for("an exhaustion event", Duration::from_secs(60), || async {
+    // More pods than the range has addresses: it fills up, and the launches
+    // beyond it fail with an event that names the range.
+    e2e::scale(&client, ns, "spread", 70).await;
+    e2e::wait_for("an exhaustion event", Duration::from_secs(120), || async {
         let events = Api::<Event>::all(client.clone())
             .list(&ListParams::default().fields("reason=InsufficientCapacityError"))
             .await
@@ -338,12 +339,22 @@ async fn wireguard_addresses_at_scale() {
         }
     })
     .await;
-    let ips: HashSet<String> = nodes_of(&client, pool)
+    e2e::wait_for("the range full", Duration::from_secs(120), || async {
+        let n = nodes_of(&client, pool).await.len();
+        if n == 61 {
+            Ok(())
+        } else {
+            Err(format!("{n} nodes"))
+        }
+    })
+    .await;
+    let ips: Vec<String> = nodes_of(&client, pool)
         .await
         .iter()
         .filter_map(internal_ip)
         .collect();
-    assert_eq!(ips.len(), 61, "still no collision once full");
+    let distinct: HashSet<&String> = ips.iter().collect();
+    assert_eq!(distinct.len(), 61, "still no collision once full: {ips:?}");
 
     e2e::scale(&client, ns, "spread", 0).await;
     scale_to_zero(&client, &emulator, &[pool]).await;
