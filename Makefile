@@ -1,6 +1,6 @@
 # Plugins are WebAssembly components built for wasm32-wasip2 with the size-
 # optimized `plugin` profile; each lands in target/plugins/<name>.wasm.
-PLUGINS := kwok azure
+PLUGINS := kwok azure nebius
 TEST_PLUGINS := misbehave
 CARGO ?= cargo
 WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin

@@ -712,3 +712,33 @@ fn prepared_snapshots_can_be_scheduled_again() {
             .all(|p| p.target == Target::ExistingNode("keep".into()))
     );
 }
+
+/// The AKS Flex guide's Nebius pools: the CPU pool requires `sku-cpu Gt 8`,
+/// a label GPU types do not carry, so a GPU pod that pins a GPU type goes to
+/// the GPU pool even when both pools would take it.
+#[test]
+fn a_pool_requirement_on_a_label_a_type_lacks_excludes_that_type() {
+    let mut gpu_type = it("gpu-h100-sxm-8gpu-128vcpu-1600gb", 128, 1600, 23.5);
+    gpu_type.requirements.retain(|r| r.key != SKU_CPU);
+    gpu_type.capacity.insert("nvidia.com/gpu".into(), 8);
+    let cpu_type = it("cpu-d3-16vcpu-64gb", 16, 64, 0.4);
+    let mut cpu = pool("cpu", vec![cpu_type.clone(), gpu_type.clone()]);
+    cpu.requirements = vec![req(SKU_CPU, Operator::Gt, &["8"])];
+    let gpu = pool("gpu", vec![cpu_type, gpu_type]);
+    let mut p = pod("gpu-0", 4000, GI);
+    p.requests.insert("nvidia.com/gpu".into(), 1);
+    p.affinity = node_affinity(vec![req(
+        INSTANCE_TYPE,
+        Operator::In,
+        &["gpu-h100-sxm-8gpu-128vcpu-1600gb"],
+    )]);
+    let plan = schedule(&snapshot(vec![cpu.clone(), gpu], vec![p.clone()]));
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    let g = claim_of(&plan, "gpu-0");
+    assert_eq!(g.node_pool, "gpu", "{plan:#?}");
+    assert_eq!(types(&plan, g), ["gpu-h100-sxm-8gpu-128vcpu-1600gb"]);
+    // The CPU pool alone cannot host it.
+    let plan = schedule(&snapshot(vec![cpu], vec![p]));
+    assert!(plan.new_node_claims.is_empty(), "{plan:#?}");
+    assert_eq!(plan.unschedulable.len(), 1);
+}

@@ -980,10 +980,15 @@ impl PoolC {
     ) -> bool {
         match self.types[t].reqs.get(key) {
             Some(ts) => ts.compatible(set, strings),
-            // The label comes from the pool, from an offering or is well known,
-            // or the requirement is happy without it.
+            // The label comes from the pool (a template label or a one-value
+            // `In`, which nodes carry), from an offering or is well known, or
+            // the requirement is happy without it. A pool's `Gt` or `Exists`
+            // puts no label on a node: a type without the label cannot meet it.
             None => {
-                self.reqs.get(key).is_some()
+                self.reqs
+                    .get(key)
+                    .and_then(ValueSet::single_value)
+                    .is_some()
                     || self.offering_keys.binary_search(&key).is_ok()
                     || set.allows_absence()
                     || WELL_KNOWN.contains(&strings.str(key))

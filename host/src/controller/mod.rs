@@ -24,6 +24,7 @@ pub mod instance_types;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+pub mod node_addresses;
 pub mod node_class_status;
 pub mod node_classes;
 pub mod node_pool_status;
@@ -155,6 +156,11 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         tokio::spawn(node_pool_status::run(ctx.clone())),
         tokio::spawn(node_class_status::run(ctx.clone())),
         tokio::spawn(disruption::run(ctx.clone())),
+        tokio::spawn(node_addresses::run(
+            ctx.cluster.nodes.clone(),
+            ctx.cluster.node_events.subscribe(),
+            ctx.registry.runtime().cluster.clone(),
+        )),
     ];
     tracing::info!("leading: provisioning and lifecycle started");
     let result = match &mut elector {

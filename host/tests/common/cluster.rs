@@ -70,15 +70,35 @@ pub struct Controller {
     pub dir: tempfile::TempDir,
 }
 
+/// One plugin for `Controller::start_plugins`: its wasm, its `<name>.yaml`
+/// (as JSON) and the secrets it is granted (`<secret>/<key>`, bytes).
+pub struct PluginSetup {
+    pub name: String,
+    pub wasm: Vec<u8>,
+    pub config: serde_json::Value,
+    pub secrets: Vec<(String, Vec<u8>)>,
+}
+
+impl PluginSetup {
+    /// The kwok plugin, reaching the cluster with its token.
+    pub fn kwok(c: &Cluster, settings: &[(&str, &str)]) -> PluginSetup {
+        PluginSetup {
+            name: "kwok".into(),
+            wasm: super::plugin_wasm("kwok"),
+            config: json!({
+                "allowedHosts": [c.endpoint],
+                "secrets": ["kube/token"],
+                "settings": settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            }),
+            secrets: vec![("kube/token".into(), c.token.clone().into_bytes())],
+        }
+    }
+}
+
 impl Controller {
     /// The controller with the kwok plugin and these settings.
     pub fn start(c: &Cluster, settings: &[(&str, &str)], extra: &[&str]) -> Controller {
-        let config = json!({
-            "allowedHosts": [c.endpoint],
-            "secrets": ["kube/token"],
-            "settings": settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-        });
-        Controller::start_with(c, "kwok", config, &[], extra)
+        Controller::start_plugins(c, &[PluginSetup::kwok(c, settings)], extra)
     }
 
     /// The controller with one plugin (`target/plugins/<plugin>.wasm`) and its
@@ -91,18 +111,45 @@ impl Controller {
         env: &[(&str, &str)],
         extra: &[&str],
     ) -> Controller {
+        let setup = PluginSetup {
+            name: plugin.into(),
+            wasm: super::plugin_wasm(plugin),
+            config,
+            secrets: vec![("kube/token".into(), c.token.clone().into_bytes())],
+        };
+        Controller::start_env(c, &[setup], env, extra)
+    }
+
+    /// A controller loading exactly these plugins.
+    pub fn start_plugins(c: &Cluster, setups: &[PluginSetup], extra: &[&str]) -> Controller {
+        Controller::start_env(c, setups, &[], extra)
+    }
+
+    /// A controller loading exactly these plugins, with extra environment.
+    pub fn start_env(
+        c: &Cluster,
+        setups: &[PluginSetup],
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Controller {
         let dir = tempfile::tempdir().expect("tempdir");
         let plugins = dir.path().join("plugins");
         std::fs::create_dir_all(&plugins).expect("mkdir");
-        std::fs::write(
-            plugins.join(format!("{plugin}.wasm")),
-            super::plugin_wasm(plugin),
-        )
-        .expect("wasm");
-        std::fs::write(plugins.join(format!("{plugin}.yaml")), config.to_string()).expect("config");
         let secrets = dir.path().join("secrets");
-        std::fs::create_dir_all(secrets.join("kube")).expect("mkdir");
-        std::fs::write(secrets.join("kube/token"), &c.token).expect("token");
+        for p in setups {
+            std::fs::write(plugins.join(format!("{}.wasm", p.name)), &p.wasm).expect("wasm");
+            std::fs::write(
+                plugins.join(format!("{}.yaml", p.name)),
+                p.config.to_string(),
+            )
+            .expect("config");
+            for (name, bytes) in &p.secrets {
+                let path = secrets.join(name);
+                std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+                std::fs::write(path, bytes).expect("secret");
+            }
+        }
+        std::fs::create_dir_all(&secrets).expect("mkdir");
         let metrics = free_port();
         let log = dir.path().join("controller.log");
         let out = std::fs::File::create(&log).expect("log");
@@ -200,6 +247,38 @@ pub fn kubectl(c: &Cluster, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The NodeClass CRDs a built plugin serves (`karpenter plugin crd`),
+/// applied and established.
+pub fn install_plugin_crds(c: &Cluster, plugin: &str, crds: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "crd"])
+        .arg(repo().join(format!("target/plugins/{plugin}.wasm")))
+        .output()
+        .expect("karpenter plugin crd");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::env::temp_dir().join(format!("{plugin}-crd-{}.yaml", std::process::id()));
+    std::fs::write(&file, &out.stdout).expect("write");
+    kubectl(
+        c,
+        &["apply", "--server-side", "-f", file.to_str().expect("path")],
+    );
+    for crd in crds {
+        kubectl(
+            c,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                &format!("crd/{crd}"),
+            ],
+        );
+    }
 }
 
 /// The CRDs from the chart and the kwok plugin's NodeClass CRD from its schema.
