@@ -374,6 +374,19 @@ async fn installs_with_the_seeds_command() {
     let status = helm(&c, &["status", "karpenter", "--namespace", "karpenter", "-o", "json"]);
     let status: Value = serde_json::from_str(&status).expect("json");
     assert_eq!(status["info"]["status"], "deployed");
+    // Helm keeps the release (the plugins twice) in a Secret of at most 1 MiB.
+    let release = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "karpenter")
+        .list(&ListParams::default().labels("owner=helm,name=karpenter"))
+        .await
+        .expect("release Secrets");
+    let size = release
+        .items
+        .iter()
+        .filter_map(|s| Some(s.data.as_ref()?.get("release")?.0.len()))
+        .max()
+        .expect("a release Secret");
+    eprintln!("helm release Secret: {size} bytes of 1048576");
+    assert!(size < 1 << 20);
     let deploy = Api::<Deployment>::namespaced(client.clone(), "karpenter")
         .get("karpenter")
         .await
@@ -398,7 +411,11 @@ async fn installs_with_the_seeds_command() {
     // What the ServiceAccount may do, as the API server's authorizer says.
     let sa = "system:serviceaccount:karpenter:karpenter";
     let can = |verb: &str, what: &str, ns: Option<&str>| {
-        let mut args = vec!["auth", "can-i", verb, what, "--as", sa];
+        let mut args = vec!["auth", "can-i", verb, "--as", sa];
+        match what.split_once('/') {
+            Some((resource, sub)) => args.extend([resource, "--subresource", sub]),
+            None => args.push(what),
+        }
         match ns {
             Some(ns) => args.extend(["-n", ns]),
             None => args.push("--all-namespaces"),
