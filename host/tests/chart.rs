@@ -161,7 +161,9 @@ fn assert_least_privilege(docs: &[Value]) {
                     }
                     if node_class {
                         assert!(
-                            verbs.iter().all(|v| ["get", "list", "watch", "patch"].contains(&v.as_str())),
+                            verbs
+                                .iter()
+                                .all(|v| ["get", "list", "watch", "patch"].contains(&v.as_str())),
                             "NodeClasses are read and their status written: {rule}"
                         );
                     }
@@ -203,7 +205,10 @@ async fn lint_and_render_the_seed_values() {
         "true"
     );
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
     let container = &spec["containers"][0];
     let sc = &container["securityContext"];
     assert_eq!(sc["readOnlyRootFilesystem"], true);
@@ -217,11 +222,22 @@ async fn lint_and_render_the_seed_values() {
         .as_array()
         .expect("env")
         .iter()
-        .map(|e| (e["name"].as_str().expect("name").to_string(), e["value"].clone()))
+        .map(|e| {
+            (
+                e["name"].as_str().expect("name").to_string(),
+                e["value"].clone(),
+            )
+        })
         .collect();
     assert_eq!(env["CLUSTER_NAME"], "aks");
-    assert_eq!(env["CLUSTER_ENDPOINT"], "https://aks-xxxx.hcp.eastus2.azmk8s.io:443");
-    assert_eq!(env["DISABLE_LEADER_ELECTION"], "false", "the seed's env passes through");
+    assert_eq!(
+        env["CLUSTER_ENDPOINT"],
+        "https://aks-xxxx.hcp.eastus2.azmk8s.io:443"
+    );
+    assert_eq!(
+        env["DISABLE_LEADER_ELECTION"], "false",
+        "the seed's env passes through"
+    );
     assert_eq!(env["AZURE_CLIENT_ID"], "<karpenter-flex-client-id>");
     assert_eq!(env["LOG_LEVEL"], "info,karpenter=debug");
     assert!(
@@ -241,14 +257,25 @@ async fn lint_and_render_the_seed_values() {
     // Plugins: one ConfigMap each, binaryData the built .wasm, data its grants.
     let cm = find(&docs, "ConfigMap", "karpenter-plugin-azure").expect("azure's ConfigMap");
     let keys = |field: &str| -> Vec<String> {
-        cm[field].as_object().into_iter().flatten().map(|(k, _)| k.clone()).collect()
+        cm[field]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .collect()
     };
     assert_eq!(keys("binaryData"), ["azure.wasm"]);
     assert_eq!(keys("data"), ["azure.yaml"]);
-    assert_eq!(cm["binaryData"]["azure.wasm"], base64(&chart_plugin("azure")));
+    assert_eq!(
+        cm["binaryData"]["azure.wasm"],
+        base64(&chart_plugin("azure"))
+    );
     let azure = plugin_config(&docs, "azure");
     assert_eq!(azure.settings["LOCATION"], "southcentralus");
-    assert_eq!(azure.settings["KUBELET_BOOTSTRAP_TOKEN"], "<token-id>.<token-secret>");
+    assert_eq!(
+        azure.settings["KUBELET_BOOTSTRAP_TOKEN"],
+        "<token-id>.<token-secret>"
+    );
     assert!(!azure.settings.contains_key("DISABLE_LEADER_ELECTION"));
     assert!(azure.tokens && azure.secrets.is_empty());
     let projected: Vec<String> = spec["volumes"]
@@ -256,7 +283,12 @@ async fn lint_and_render_the_seed_values() {
         .expect("volumes")
         .iter()
         .filter(|v| v["name"] == "plugins")
-        .flat_map(|v| v["projected"]["sources"].as_array().cloned().unwrap_or_default())
+        .flat_map(|v| {
+            v["projected"]["sources"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .map(|s| s["configMap"]["name"].as_str().expect("name").to_string())
         .collect();
     let config_maps: Vec<String> = of_kind(&docs, "ConfigMap")
@@ -276,22 +308,42 @@ async fn lint_and_render_the_seed_values() {
     // copy of the chart stands in for one with the Nebius plugin built.
     let copy = tempfile::tempdir().expect("tmp");
     copy_dir(&chart(), copy.path());
-    std::fs::write(copy.path().join("plugins/nebius.wasm"), chart_plugin("azure")).expect("write");
+    std::fs::write(
+        copy.path().join("plugins/nebius.wasm"),
+        chart_plugin("azure"),
+    )
+    .expect("write");
     let creds = "controller.nebiusCredentials.credentialsJson={\"subject-credentials\": {}}";
     let docs = render(&c, copy.path(), &[&seed], &[creds]);
     let secret = find(&docs, "Secret", "nebius-credentials").expect("the Secret");
     assert!(secret["data"]["credentials.json"].is_string());
-    assert_eq!(plugin_config(&docs, "nebius").secrets, ["nebius-credentials/credentials.json"]);
-    assert!(plugin_config(&docs, "azure").secrets.is_empty(), "only Nebius may read it");
-    let spec = &find(&docs, "Deployment", "karpenter").expect("Deployment")["spec"]["template"]["spec"];
+    assert_eq!(
+        plugin_config(&docs, "nebius").secrets,
+        ["nebius-credentials/credentials.json"]
+    );
+    assert!(
+        plugin_config(&docs, "azure").secrets.is_empty(),
+        "only Nebius may read it"
+    );
+    let spec =
+        &find(&docs, "Deployment", "karpenter").expect("Deployment")["spec"]["template"]["spec"];
     let mounted = serde_json::to_string(&spec["volumes"]).expect("json");
-    assert!(mounted.contains("nebius-credentials/credentials.json"), "{mounted}");
+    assert!(
+        mounted.contains("nebius-credentials/credentials.json"),
+        "{mounted}"
+    );
     assert_least_privilege(&docs);
 
     // Disabled: neither Secret nor secrets directory.
-    let docs = render(&c, &chart(), &[&seed], &["controller.nebiusCredentials.enabled=false"]);
+    let docs = render(
+        &c,
+        &chart(),
+        &[&seed],
+        &["controller.nebiusCredentials.enabled=false"],
+    );
     assert!(of_kind(&docs, "Secret").is_empty());
-    let deploy = serde_json::to_string(find(&docs, "Deployment", "karpenter").expect("Deployment")).expect("json");
+    let deploy = serde_json::to_string(find(&docs, "Deployment", "karpenter").expect("Deployment"))
+        .expect("json");
     assert!(!deploy.contains("SECRETS_DIR") && !deploy.contains("nebius-credentials"));
 }
 
@@ -312,9 +364,10 @@ fn copy_dir(from: &Path, to: &Path) {
 /// prints for the plugins built now.
 #[test]
 fn bundled_node_class_crds_match_the_plugins() {
-    let values: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(chart().join("values.yaml")).expect("values"))
-            .expect("YAML");
+    let values: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart().join("values.yaml")).expect("values"),
+    )
+    .expect("YAML");
     let bundled = values["plugins"]["bundled"].as_mapping().expect("bundled");
     let mut checked = 0;
     for name in bundled.keys().filter_map(|k| k.as_str()) {
@@ -328,7 +381,11 @@ fn bundled_node_class_crds_match_the_plugins() {
             .arg(&wasm)
             .output()
             .expect("karpenter plugin crd");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let file = chart().join(format!("crds/plugin-{name}.yaml"));
         let committed = std::fs::read(&file).unwrap_or_default();
         assert!(
@@ -339,11 +396,24 @@ fn bundled_node_class_crds_match_the_plugins() {
         );
         checked += 1;
     }
-    assert!(checked >= 1, "no bundled plugin is built: run `make plugins`");
+    assert!(
+        checked >= 1,
+        "no bundled plugin is built: run `make plugins`"
+    );
     for entry in std::fs::read_dir(chart().join("crds")).expect("crds") {
-        let file = entry.expect("entry").file_name().to_string_lossy().into_owned();
-        if let Some(name) = file.strip_prefix("plugin-").and_then(|f| f.strip_suffix(".yaml")) {
-            assert!(bundled.contains_key(name), "{file}: {name} is not a bundled plugin");
+        let file = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if let Some(name) = file
+            .strip_prefix("plugin-")
+            .and_then(|f| f.strip_suffix(".yaml"))
+        {
+            assert!(
+                bundled.contains_key(name),
+                "{file}: {name} is not a bundled plugin"
+            );
         }
     }
 }
@@ -371,14 +441,25 @@ async fn installs_with_the_seeds_command() {
             "--wait=false",
         ],
     );
-    let status = helm(&c, &["status", "karpenter", "--namespace", "karpenter", "-o", "json"]);
+    let status = helm(
+        &c,
+        &[
+            "status",
+            "karpenter",
+            "--namespace",
+            "karpenter",
+            "-o",
+            "json",
+        ],
+    );
     let status: Value = serde_json::from_str(&status).expect("json");
     assert_eq!(status["info"]["status"], "deployed");
     // Helm keeps the release (the plugins twice) in a Secret of at most 1 MiB.
-    let release = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "karpenter")
-        .list(&ListParams::default().labels("owner=helm,name=karpenter"))
-        .await
-        .expect("release Secrets");
+    let release =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "karpenter")
+            .list(&ListParams::default().labels("owner=helm,name=karpenter"))
+            .await
+            .expect("release Secrets");
     let size = release
         .items
         .iter()
@@ -391,7 +472,7 @@ async fn installs_with_the_seeds_command() {
         .get("karpenter")
         .await
         .expect("the Deployment exists");
-    assert_eq!(deploy.spec.expect("spec").replicas, Some(1));
+    assert_eq!(deploy.spec.replicas, Some(1));
     let cm = Api::<ConfigMap>::namespaced(client.clone(), "karpenter")
         .get("karpenter-plugin-azure")
         .await
@@ -429,9 +510,21 @@ async fn installs_with_the_seeds_command() {
     };
     assert!(can("create", "nodeclaims.karpenter.sh", None));
     assert!(can("create", "pods/eviction", None));
-    assert!(can("patch", "aksnodeclasses.karpenter.azure.com/status", None));
-    assert!(can("create", "leases.coordination.k8s.io", Some("karpenter")));
-    assert!(!can("create", "leases.coordination.k8s.io", Some("kube-system")));
+    assert!(can(
+        "patch",
+        "aksnodeclasses.karpenter.azure.com/status",
+        None
+    ));
+    assert!(can(
+        "create",
+        "leases.coordination.k8s.io",
+        Some("karpenter")
+    ));
+    assert!(!can(
+        "create",
+        "leases.coordination.k8s.io",
+        Some("kube-system")
+    ));
     for ns in [None, Some("karpenter"), Some("kube-system")] {
         assert!(!can("get", "secrets", ns), "no Secrets in {ns:?}");
         assert!(!can("list", "secrets", ns), "no Secrets in {ns:?}");
@@ -534,13 +627,25 @@ async fn start_as_the_chart(c: &Cluster, client: &Client, release: &str) -> Char
     project_config_maps(client, ns, &plugins, 1).await;
     kubectl(
         c,
-        &["-n", ns, "create", "secret", "generic", "kwok-kube", "--from-literal", &format!("token={}", c.token)],
+        &[
+            "-n",
+            ns,
+            "create",
+            "secret",
+            "generic",
+            "kwok-kube",
+            "--from-literal",
+            &format!("token={}", c.token),
+        ],
     );
     let secrets = dir.path().join("secrets");
     std::fs::create_dir_all(secrets.join("kwok-kube")).expect("mkdir");
     std::fs::write(secrets.join("kwok-kube/token"), &c.token).expect("write");
 
-    let token = kubectl(c, &["-n", ns, "create", "token", release, "--duration", "2h"]);
+    let token = kubectl(
+        c,
+        &["-n", ns, "create", "token", release, "--duration", "2h"],
+    );
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -559,9 +664,17 @@ async fn start_as_the_chart(c: &Cluster, client: &Client, release: &str) -> Char
         .get(release)
         .await
         .expect("the chart's Deployment");
-    let container = deploy.spec.expect("spec").template.spec.expect("pod spec").containers[0].clone();
+    let container = deploy
+        .spec
+        .template
+        .spec
+        .expect("pod spec")
+        .containers[0]
+        .clone();
     assert_eq!(
-        container.security_context.and_then(|s| s.read_only_root_filesystem),
+        container
+            .security_context
+            .and_then(|s| s.read_only_root_filesystem),
         Some(true)
     );
     let mut env: Vec<(String, String)> = Vec::new();
@@ -601,7 +714,11 @@ fn assert_never_forbidden(controller: &Controller) {
         .lines()
         .filter(|l| l.contains("forbidden") || l.contains("403"))
         .collect();
-    assert!(forbidden.is_empty(), "requests were denied:\n{}", forbidden.join("\n"));
+    assert!(
+        forbidden.is_empty(),
+        "requests were denied:\n{}",
+        forbidden.join("\n")
+    );
 }
 
 #[tokio::test]
@@ -617,13 +734,19 @@ async fn the_charts_service_account_is_enough_for_inflate() {
     let chart = start_as_the_chart(&c, &client, release).await;
     let controller = &chart.controller;
 
-    let (ns, pool) = (&format!("e2e-chart-{}", std::process::id()), &format!("chart-{}", std::process::id()));
+    let (ns, pool) = (
+        &format!("e2e-chart-{}", std::process::id()),
+        &format!("chart-{}", std::process::id()),
+    );
     let (ns, pool) = (ns.as_str(), pool.as_str());
     namespace(&client, ns).await;
     apply(&c, node_class());
     apply(&c, node_pool(pool, requirements_on_demand_amd64()));
     apply(&c, deployment(ns, "inflate", pool, 5, "1", false));
-    wait_for("5 pods running", Duration::from_secs(120), || pods_running(&client, ns, "inflate", 5)).await;
+    wait_for("5 pods running", Duration::from_secs(120), || {
+        pods_running(&client, ns, "inflate", 5)
+    })
+    .await;
     let claims = claims_of(&client, pool).await;
     assert!(!claims.is_empty());
     for claim in &claims {
@@ -632,10 +755,24 @@ async fn the_charts_service_account_is_enough_for_inflate() {
         }
     }
     // Leader election ran in the release's namespace, under the chart's Role.
-    let lease = kubectl(&c, &["-n", release, "get", "lease", "karpenter-leader-election", "-o", "jsonpath={.spec.holderIdentity}"]);
+    let lease = kubectl(
+        &c,
+        &[
+            "-n",
+            release,
+            "get",
+            "lease",
+            "karpenter-leader-election",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
     assert_eq!(lease, format!("{release}-0"));
     // Events were written.
-    let events = kubectl(&c, &["get", "events", "-A", "-o", "custom-columns=REASON:.reason"]);
+    let events = kubectl(
+        &c,
+        &["get", "events", "-A", "-o", "custom-columns=REASON:.reason"],
+    );
     assert!(events.lines().any(|l| l == "Launched"), "{events}");
     // Termination: NodeClaims, Nodes and finalizers, with the same rights.
     clean_up(&client, ns, pool).await;
@@ -681,7 +818,10 @@ async fn a_config_map_update_swaps_the_plugin_under_load() {
     let chart = start_as_the_chart(&c, &client, release).await;
     let controller = &chart.controller;
 
-    let (ns, pool) = (&format!("e2e-reload-{}", std::process::id()), &format!("reload-{}", std::process::id()));
+    let (ns, pool) = (
+        &format!("e2e-reload-{}", std::process::id()),
+        &format!("reload-{}", std::process::id()),
+    );
     let (ns, pool) = (ns.as_str(), pool.as_str());
     const N: i32 = 24;
     namespace(&client, ns).await;
@@ -690,8 +830,15 @@ async fn a_config_map_update_swaps_the_plugin_under_load() {
     // One node per pod: every pod is a launch.
     apply(&c, deployment(ns, "reload", pool, 0, "100m", true));
     wait_for("the plugin loaded", Duration::from_secs(60), || async {
-        let loaded = controller.log().lines().any(|l| l.contains("plugin loaded"));
-        if loaded { Ok(()) } else { Err("not yet".into()) }
+        let loaded = controller
+            .log()
+            .lines()
+            .any(|l| l.contains("plugin loaded"));
+        if loaded {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
     })
     .await;
 
@@ -709,25 +856,45 @@ async fn a_config_map_update_swaps_the_plugin_under_load() {
     }
     wait_for("the new plugin loaded", Duration::from_secs(30), || async {
         let log = controller.log();
-        let swapped = log.lines().any(|l| l.contains("plugin loaded") && l.contains(&new_sha));
-        if swapped { Ok(()) } else { Err("old plugin still in service".into()) }
+        let swapped = log
+            .lines()
+            .any(|l| l.contains("plugin loaded") && l.contains(&new_sha));
+        if swapped {
+            Ok(())
+        } else {
+            Err("old plugin still in service".into())
+        }
     })
     .await;
     let yaml = std::fs::read_to_string(chart.plugins.join("kwok.yaml")).expect("config");
-    assert!(yaml.contains("RELOADED"), "the mount shows the new configuration");
-    wait_for("all pods running", Duration::from_secs(180), || pods_running(&client, ns, "reload", N as usize)).await;
+    assert!(
+        yaml.contains("RELOADED"),
+        "the mount shows the new configuration"
+    );
+    wait_for("all pods running", Duration::from_secs(180), || {
+        pods_running(&client, ns, "reload", N as usize)
+    })
+    .await;
 
     let claims = claims_of(&client, pool).await;
     let nodes = kwok_nodes(&client, pool).await;
-    let claim_ids: BTreeSet<String> = claims.iter().filter_map(|c| c.provider_id().map(str::to_string)).collect();
-    let node_ids: BTreeSet<String> = nodes.iter().filter_map(|n| n.spec.as_ref()?.provider_id.clone()).collect();
+    let claim_ids: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| c.provider_id().map(str::to_string))
+        .collect();
+    let node_ids: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|n| n.spec.as_ref()?.provider_id.clone())
+        .collect();
     assert_eq!(claims.len(), N as usize, "one NodeClaim per pod");
     assert_eq!(claim_ids, node_ids, "every NodeClaim has its instance");
     for claim in &claims {
         assert!(claim.is_true("Ready"), "{} Ready", claim.name_any());
     }
     assert_eq!(
-        controller.metric("karpenter_nodeclaims_created_total").await,
+        controller
+            .metric("karpenter_nodeclaims_created_total")
+            .await,
         f64::from(N),
         "no NodeClaim was dropped and made again"
     );
@@ -736,7 +903,11 @@ async fn a_config_map_update_swaps_the_plugin_under_load() {
         .lines()
         .filter(|l| l.contains("\"ERROR\"") || l.contains("launch failed"))
         .collect();
-    assert!(failed.is_empty(), "errors around the swap:\n{}", failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "errors around the swap:\n{}",
+        failed.join("\n")
+    );
     assert_never_forbidden(controller);
     clean_up(&client, ns, pool).await;
     kubectl(&c, &["delete", "namespace", release, "--wait=false"]);

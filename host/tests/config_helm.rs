@@ -69,7 +69,12 @@ fn without_a_cluster_everything_else_is_a_placeholder() {
         dir.path(),
         &kubeconfig,
         &[("CLUSTER_NAME", "aks")],
-        &["--ssh-public-key-file", "id.pub", "--image", "myregistry.io/karpenter:v0.2.0"],
+        &[
+            "--ssh-public-key-file",
+            "id.pub",
+            "--image",
+            "myregistry.io/karpenter:v0.2.0",
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -83,13 +88,24 @@ fn without_a_cluster_everything_else_is_a_placeholder() {
     assert_eq!(v["settings"]["clusterName"], "aks");
     assert_eq!(v["settings"]["clusterEndpoint"], UNRESOLVED);
     assert_eq!(v["controller"]["nebiusCredentials"]["enabled"], false);
-    assert_eq!(v["controller"]["image"]["repository"], "myregistry.io/karpenter");
+    assert_eq!(
+        v["controller"]["image"]["repository"],
+        "myregistry.io/karpenter"
+    );
     assert_eq!(v["controller"]["image"]["tag"], "v0.2.0");
     assert_eq!(env_value(&v, "LOCATION"), "southcentralus");
     assert_eq!(env_value(&v, "ARM_RESOURCE_GROUP"), "rg-aks-flex-me");
     assert_eq!(env_value(&v, "AZURE_SUBSCRIPTION_ID"), "sub-1");
-    assert_eq!(env_value(&v, "SSH_PUBLIC_KEY"), "ssh-ed25519 AAAAC3Nza me@host");
-    for unresolved in ["KUBELET_BOOTSTRAP_TOKEN", "AZURE_NODE_RESOURCE_GROUP", "VNET_SUBNET_ID", "AZURE_TENANT_ID"] {
+    assert_eq!(
+        env_value(&v, "SSH_PUBLIC_KEY"),
+        "ssh-ed25519 AAAAC3Nza me@host"
+    );
+    for unresolved in [
+        "KUBELET_BOOTSTRAP_TOKEN",
+        "AZURE_NODE_RESOURCE_GROUP",
+        "VNET_SUBNET_ID",
+        "AZURE_TENANT_ID",
+    ] {
         assert_eq!(env_value(&v, unresolved), UNRESOLVED, "{unresolved}");
         assert!(stderr.contains(unresolved), "names what to edit: {stderr}");
     }
@@ -102,12 +118,24 @@ fn missing_or_malformed_files_are_errors_and_nothing_is_written() {
     let kubeconfig = unreachable_kubeconfig(dir.path());
     std::fs::write(dir.path().join("creds.json"), "not json").expect("write");
     for (args, expected) in [
-        (vec!["--nebius-credentials-file", "nope.json"], "--nebius-credentials-file nope.json"),
-        (vec!["--ssh-public-key-file", "missing.pub"], "--ssh-public-key-file missing.pub"),
-        (vec!["--nebius-credentials-file", "creds.json"], "not a JSON credentials file"),
+        (
+            vec!["--nebius-credentials-file", "nope.json"],
+            "--nebius-credentials-file nope.json",
+        ),
+        (
+            vec!["--ssh-public-key-file", "missing.pub"],
+            "--ssh-public-key-file missing.pub",
+        ),
+        (
+            vec!["--nebius-credentials-file", "creds.json"],
+            "not a JSON credentials file",
+        ),
         (vec!["--env-file", "other.env"], "other.env"),
         (vec!["--image", "repo:"], "--image"),
-        (vec!["--output", "no/such/dir/values.yaml"], "not a directory"),
+        (
+            vec!["--output", "no/such/dir/values.yaml"],
+            "not a directory",
+        ),
     ] {
         let out = config_helm(dir.path(), &kubeconfig, &[], &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -157,7 +185,11 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
         }),
     );
     let dir = tempfile::tempdir().expect("tmp");
-    std::fs::write(dir.path().join("creds.json"), "{\"subject-credentials\": {\"type\": \"JWT\"}}\n").expect("write");
+    std::fs::write(
+        dir.path().join("creds.json"),
+        "{\"subject-credentials\": {\"type\": \"JWT\"}}\n",
+    )
+    .expect("write");
     std::fs::write(dir.path().join("id.pub"), "ssh-ed25519 AAAAC3Nza me@host\n").expect("write");
     let env = [
         ("LOCATION", "southcentralus"),
@@ -166,9 +198,12 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
         ("CLUSTER_NAME", "aks"),
     ];
     let args = [
-        "--nebius-credentials-file", "creds.json",
-        "--ssh-public-key-file", "id.pub",
-        "--output", "my-values.yaml",
+        "--nebius-credentials-file",
+        "creds.json",
+        "--ssh-public-key-file",
+        "id.pub",
+        "--output",
+        "my-values.yaml",
     ];
     let out = config_helm(dir.path(), Path::new(&c.kubeconfig), &env, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -176,7 +211,10 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("--values my-values.yaml"));
     let v = read_values(&dir.path().join("my-values.yaml"));
     assert_eq!(v["settings"]["clusterEndpoint"], c.endpoint.as_str());
-    assert_eq!(env_value(&v, "AZURE_NODE_RESOURCE_GROUP"), "MC_rg-aks-flex-me_aks_southcentralus");
+    assert_eq!(
+        env_value(&v, "AZURE_NODE_RESOURCE_GROUP"),
+        "MC_rg-aks-flex-me_aks_southcentralus"
+    );
     assert_eq!(
         env_value(&v, "VNET_SUBNET_ID"),
         "/subscriptions/sub-1/resourceGroups/rg-aks-flex-me/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks"
@@ -204,7 +242,10 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
     let field = |k: &str| String::from_utf8(data[k].0.clone()).expect("utf8");
     assert_eq!(field("token-secret"), secret);
     assert_eq!(field("usage-bootstrap-authentication"), "true");
-    assert_eq!(field("auth-extra-groups"), "system:bootstrappers:kubeadm:default-node-token");
+    assert_eq!(
+        field("auth-extra-groups"),
+        "system:bootstrappers:kubeadm:default-node-token"
+    );
 
     // A second run reuses it rather than piling up tokens.
     let out = config_helm(dir.path(), Path::new(&c.kubeconfig), &env, &args);
@@ -222,10 +263,35 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
         .output()
         .expect("helm");
     let rendered = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(rendered.contains("name: nebius-credentials"), "the Secret is rendered");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        rendered.contains("name: nebius-credentials"),
+        "the Secret is rendered"
+    );
 
     kubectl(&c, &["delete", "node", "aks-system-12345678-vmss000000"]);
-    kubectl(&c, &["-n", "kube-system", "delete", "configmap", "azure-wi-webhook-config"]);
-    kubectl(&c, &["-n", "kube-system", "delete", "secret", &format!("bootstrap-token-{id}")]);
+    kubectl(
+        &c,
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "configmap",
+            "azure-wi-webhook-config",
+        ],
+    );
+    kubectl(
+        &c,
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "secret",
+            &format!("bootstrap-token-{id}"),
+        ],
+    );
 }

@@ -443,6 +443,5 @@ impl Controller {
 
 /// The cluster's helm, built with its other binaries.
 pub fn helm_bin(c: &Cluster) -> PathBuf {
-    std::path::Path::new(&c.kubectl)
-        .with_file_name("helm")
+    std::path::Path::new(&c.kubectl).with_file_name("helm")
 }

@@ -76,12 +76,9 @@ pub fn from_nodes(nodes: &[Node], subscription: Option<&str>) -> Discovered {
                 .or(subscription)
                 .map(str::to_string)
                 .or_else(|| segment(arm_id, "subscriptions"));
-            if let (Some(sub), Some(rg), Some(vnet), Some(subnet)) = (
-                sub,
-                label("resourcegroup"),
-                label("name"),
-                label("subnet"),
-            ) {
+            if let (Some(sub), Some(rg), Some(vnet), Some(subnet)) =
+                (sub, label("resourcegroup"), label("name"), label("subnet"))
+            {
                 found.subnet_id = Some(format!(
                     "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{vnet}/subnets/{subnet}"
                 ));

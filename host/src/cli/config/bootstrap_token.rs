@@ -74,7 +74,10 @@ pub async fn ensure(client: &Client, ttl: Option<Duration>) -> anyhow::Result<Bo
     if let Some(ttl) = ttl {
         let at = jiff::Timestamp::now()
             + jiff::SignedDuration::try_from(ttl).context("bootstrap token ttl")?;
-        data.insert("expiration".into(), at.round(jiff::Unit::Second)?.to_string());
+        data.insert(
+            "expiration".into(),
+            at.round(jiff::Unit::Second)?.to_string(),
+        );
     }
     let secret: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {

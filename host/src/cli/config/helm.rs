@@ -78,7 +78,12 @@ pub async fn run(args: HelmArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let live = match tokio::time::timeout(args.cluster_timeout, live(&args, var("AZURE_SUBSCRIPTION_ID"))).await {
+    let live = match tokio::time::timeout(
+        args.cluster_timeout,
+        live(&args, var("AZURE_SUBSCRIPTION_ID")),
+    )
+    .await
+    {
         Ok(Ok(live)) => live,
         Ok(Err(e)) => {
             tracing::warn!(error = %format!("{e:#}"), "the cluster is not reachable; its values are left unresolved");
@@ -98,14 +103,23 @@ pub async fn run(args: HelmArgs) -> anyhow::Result<ExitCode> {
         nebius_credentials: nebius,
         image,
         env: vec![
-            ("ARM_CLOUD", Some(var("ARM_CLOUD").unwrap_or_else(|| "AzurePublicCloud".into()))),
+            (
+                "ARM_CLOUD",
+                Some(var("ARM_CLOUD").unwrap_or_else(|| "AzurePublicCloud".into())),
+            ),
             ("LOCATION", var("LOCATION")),
             ("ARM_RESOURCE_GROUP", var("RESOURCE_GROUP_NAME")),
-            ("AZURE_TENANT_ID", d.tenant_id.clone().or_else(|| var("AZURE_TENANT_ID"))),
+            (
+                "AZURE_TENANT_ID",
+                d.tenant_id.clone().or_else(|| var("AZURE_TENANT_ID")),
+            ),
             ("AZURE_CLIENT_ID", client_id),
             ("AZURE_SUBSCRIPTION_ID", var("AZURE_SUBSCRIPTION_ID")),
             ("AZURE_NODE_RESOURCE_GROUP", d.node_resource_group.clone()),
-            ("SSH_PUBLIC_KEY", Some(ssh_key.unwrap_or_else(|| "ssh-key-not-set".into()))),
+            (
+                "SSH_PUBLIC_KEY",
+                Some(ssh_key.unwrap_or_else(|| "ssh-key-not-set".into())),
+            ),
             ("VNET_SUBNET_ID", d.subnet_id.clone()),
             ("KUBELET_BOOTSTRAP_TOKEN", live.bootstrap_token.clone()),
             ("DISABLE_LEADER_ELECTION", Some("false".into())),
@@ -153,7 +167,11 @@ fn variables(env_file: &Path) -> anyhow::Result<BTreeMap<String, String>> {
 
 async fn live(args: &HelmArgs, subscription: Option<String>) -> anyhow::Result<Live> {
     let config = kube::Config::infer().await.context("no kubeconfig")?;
-    let endpoint = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    let endpoint = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     client
         .apiserver_version()

@@ -68,7 +68,12 @@ impl Values {
         if self.client_id.is_none() {
             out.push("serviceAccount.annotations.azure.workload.identity/client-id");
         }
-        out.extend(self.env.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k));
+        out.extend(
+            self.env
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(k, _)| *k),
+        );
         out
     }
 
@@ -105,7 +110,10 @@ impl Values {
         }
         s += "  env:\n";
         for (name, value) in &self.env {
-            s += &format!("    - name: {name}\n      value: {}\n", or_unresolved(value));
+            s += &format!(
+                "    - name: {name}\n      value: {}\n",
+                or_unresolved(value)
+            );
         }
         s
     }
