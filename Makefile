@@ -5,7 +5,12 @@ TEST_PLUGINS := misbehave
 CARGO ?= cargo
 WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 
-.PHONY: plugins test-plugins all test
+# The chart's bundled plugins: build outputs copied into the gitignored
+# charts/karpenter/plugins/ (the chart's ConfigMaps read them from there).
+CHART_PLUGINS := azure
+CHART_DIR := charts/karpenter
+
+.PHONY: plugins test-plugins all test chart chart-crds
 
 plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(PLUGINS),-p karpenter-plugin-$(p))
@@ -23,3 +28,16 @@ all: plugins test-plugins
 
 test: plugins test-plugins
 	.ci/run
+
+chart: plugins
+	@mkdir -p $(CHART_DIR)/plugins
+	@rm -f $(CHART_DIR)/plugins/*.wasm
+	@for p in $(CHART_PLUGINS); do cp target/plugins/$$p.wasm $(CHART_DIR)/plugins/$$p.wasm; done
+	@echo "$(CHART_DIR)/plugins: $(CHART_PLUGINS)"
+
+# Regenerates the bundled plugins' NodeClass CRDs in the chart from their
+# schemas; host/tests/chart.rs fails when the committed copies differ.
+chart-crds: plugins
+	@for p in $(CHART_PLUGINS); do \
+	  $(CARGO) run -q -p karpenter-host -- plugin crd target/plugins/$$p.wasm > $(CHART_DIR)/crds/plugin-$$p.yaml || exit 1; \
+	  echo "$(CHART_DIR)/crds/plugin-$$p.yaml"; done

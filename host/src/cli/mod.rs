@@ -3,6 +3,7 @@
 //! call.
 
 pub mod bench;
+pub mod config;
 pub mod controller;
 pub mod explain;
 pub mod files;
@@ -23,7 +24,7 @@ pub struct Cli {
     #[arg(long, global = true, env = "LOG_LEVEL", default_value = "warn")]
     pub log_level: String,
     /// Log format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
@@ -54,6 +55,9 @@ pub enum Command {
     /// Explain, against a live cluster, why a pod is pending or where it goes.
     #[command(subcommand)]
     Explain(explain::ExplainCommand),
+    /// Generate installation files (the Helm chart's values).
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// Benchmarks of the engine and the plugin runtime.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -78,6 +82,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(cmd) => bench::run(cmd).await,
         Command::Controller(args) => controller::run(*args).await,
         Command::Explain(cmd) => explain::run(cmd).await,
+        Command::Config(cmd) => config::run(cmd).await,
     }
 }
 

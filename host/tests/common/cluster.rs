@@ -513,3 +513,43 @@ pub fn requirements_on_demand_amd64() -> serde_json::Value {
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
     ])
 }
+
+/// A controller run the way a Deployment runs it: only the given environment
+/// (nothing inherited from the test's), its own kubeconfig, plugin and
+/// secrets directories.
+pub struct Launch<'a> {
+    pub kubeconfig: &'a std::path::Path,
+    pub env: Vec<(String, String)>,
+}
+
+impl Controller {
+    pub fn start_with(launch: Launch) -> Controller {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let metrics = free_port();
+        let log = dir.path().join("controller.log");
+        let out = std::fs::File::create(&log).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+            .env_clear()
+            .envs(launch.env)
+            .env("KUBECONFIG", launch.kubeconfig)
+            .env("PRECOMPILED_DIR", precompiled_dir())
+            .env("METRICS_ADDRESS", format!("127.0.0.1:{metrics}"))
+            .env("LOG_FORMAT", "json")
+            .args(["--log-level", "info,karpenter=debug", "controller"])
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("start the controller");
+        Controller {
+            child,
+            metrics,
+            log,
+            dir,
+        }
+    }
+}
+
+/// The cluster's helm, built with its other binaries.
+pub fn helm_bin(c: &Cluster) -> PathBuf {
+    std::path::Path::new(&c.kubectl).with_file_name("helm")
+}

@@ -1,0 +1,127 @@
+{{/* Names and labels. */}}
+{{- define "karpenter.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "karpenter.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "karpenter.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "karpenter.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "karpenter.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "karpenter.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "karpenter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "karpenter.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "karpenter.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "karpenter.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "karpenter.image" -}}
+{{- $image := .Values.controller.image -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The plugins to install, as YAML: name -> {wasm (base64), config (the
+`<name>.yaml` the host reads), nodeClasses}. Bundled plugins come from
+plugins/<name>.wasm in the chart and are left out when the file is absent;
+extra ones from wasmBase64 or a file inside the chart.
+*/}}
+{{- define "karpenter.plugins" -}}
+{{- $root := . -}}
+{{- $env := dict -}}
+{{- range .Values.controller.env -}}
+{{- if hasKey . "value" -}}
+{{- $_ := set $env .name (toString .value) -}}
+{{- end -}}
+{{- end -}}
+{{- $out := dict -}}
+{{- range $name, $p := .Values.plugins.bundled -}}
+{{- if $p.enabled -}}
+{{- $wasm := $root.Files.Get (default (printf "plugins/%s.wasm" $name) $p.file) -}}
+{{- if $wasm -}}
+{{- $_ := set $out $name (dict "wasm" (b64enc $wasm) "plugin" $p) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $name, $p := .Values.plugins.extra -}}
+{{- if hasKey $out $name -}}
+{{- fail (printf "plugins.extra.%s: a bundled plugin has this name" $name) -}}
+{{- end -}}
+{{- $wasm := "" -}}
+{{- if $p.wasmBase64 -}}
+{{- $wasm = $p.wasmBase64 -}}
+{{- else if $p.file -}}
+{{- $wasm = $root.Files.Get $p.file | b64enc -}}
+{{- end -}}
+{{- if not $wasm -}}
+{{- fail (printf "plugins.extra.%s: set wasmBase64 (or file, inside the chart)" $name) -}}
+{{- end -}}
+{{- $_ := set $out $name (dict "wasm" $wasm "plugin" $p) -}}
+{{- end -}}
+{{- range $name, $entry := $out -}}
+{{- $p := $entry.plugin -}}
+{{- $settings := dict -}}
+{{- range $p.settingsFromEnv -}}
+{{- if hasKey $env . -}}
+{{- $_ := set $settings . (get $env .) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k, $v := $p.settings -}}
+{{- $_ := set $settings $k (toString $v) -}}
+{{- end -}}
+{{- $config := dict -}}
+{{- range $key := list "allowedHosts" "h2cHosts" "secrets" "tokens" "memoryMib" "cpuMs" "callTimeoutSeconds" -}}
+{{- if hasKey $p $key -}}
+{{- $_ := set $config $key (get $p $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if $settings -}}
+{{- $_ := set $config "settings" $settings -}}
+{{- end -}}
+{{- $_ := set $entry "config" $config -}}
+{{- $_ := set $entry "nodeClasses" (default list $p.nodeClasses) -}}
+{{- $_ := unset $entry "plugin" -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* Secrets mounted for plugins, as YAML: a list of {name, keys}. */}}
+{{- define "karpenter.pluginSecrets" -}}
+{{- $out := list -}}
+{{- if .Values.controller.nebiusCredentials.enabled -}}
+{{- $out = append $out (dict "name" "nebius-credentials" "keys" (list "credentials.json") "optional" (not .Values.controller.nebiusCredentials.credentialsJson)) -}}
+{{- end -}}
+{{- range .Values.controller.extraSecrets -}}
+{{- $out = append $out (dict "name" .name "keys" .keys "optional" (default false .optional)) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{- define "karpenter.leaseName" -}}
+karpenter-leader-election
+{{- end -}}
