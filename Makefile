@@ -1,11 +1,11 @@
 # Plugins are WebAssembly components built for wasm32-wasip2 with the size-
 # optimized `plugin` profile; each lands in target/plugins/<name>.wasm.
 PLUGINS := kwok azure
-TEST_PLUGINS := misbehave
+TEST_PLUGINS := misbehave broken
 CARGO ?= cargo
 WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 
-.PHONY: plugins test-plugins all test
+.PHONY: plugins test-plugins js-plugins all test
 
 plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(PLUGINS),-p karpenter-plugin-$(p))
@@ -17,6 +17,11 @@ test-plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(TEST_PLUGINS),-p karpenter-plugin-$(p))
 	@mkdir -p target/test-plugins
 	@for p in $(TEST_PLUGINS); do cp $(WASM_DIR)/karpenter_plugin_$$p.wasm target/test-plugins/$$p.wasm; done
+
+# Providers in other languages: their toolchains install themselves, pinned and
+# cached under ~/.cache/karpenter-wasm.
+js-plugins:
+	examples/plugins/static-inventory/build
 
 all: plugins test-plugins
 	$(CARGO) build --release -p karpenter-host
