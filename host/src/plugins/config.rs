@@ -40,6 +40,10 @@ pub struct PluginConfig {
     /// minutes.
     #[serde(default = "default_call_timeout")]
     pub call_timeout_seconds: u64,
+    /// Where the WebAssembly comes from when it is not `<name>.wasm` beside
+    /// this file: a mounted volume or an HTTPS URL pinned by sha256.
+    #[serde(default)]
+    pub source: Option<super::source::Source>,
 }
 
 fn default_memory_mib() -> u64 {
@@ -63,6 +67,7 @@ impl Default for PluginConfig {
             memory_mib: default_memory_mib(),
             cpu_ms: default_cpu_ms(),
             call_timeout_seconds: default_call_timeout(),
+            source: None,
         }
     }
 }
@@ -73,6 +78,9 @@ impl PluginConfig {
         config.allow_list()?;
         anyhow::ensure!(config.memory_mib >= 1, "memoryMib must be at least 1");
         anyhow::ensure!(config.cpu_ms >= 1, "cpuMs must be at least 1");
+        if let Some(source) = &config.source {
+            source.check()?;
+        }
         Ok(config)
     }
 
