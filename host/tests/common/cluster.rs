@@ -72,16 +72,28 @@ pub struct Controller {
 
 impl Controller {
     pub fn start(c: &Cluster, settings: &[(&str, &str)], extra: &[&str]) -> Controller {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let plugins = dir.path().join("plugins");
-        std::fs::create_dir_all(&plugins).expect("mkdir");
-        std::fs::write(plugins.join("kwok.wasm"), super::plugin_wasm("kwok")).expect("wasm");
         let config = json!({
             "allowedHosts": [c.endpoint],
             "secrets": ["kube/token"],
             "settings": settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
         });
-        std::fs::write(plugins.join("kwok.yaml"), config.to_string()).expect("config");
+        Self::start_with_plugin(c, "kwok", &super::plugin_wasm("kwok"), &config, extra)
+    }
+
+    /// A controller with one plugin, `<name>.wasm` with `config` as its yaml
+    /// (JSON is YAML); the token of the cluster is granted as `kube/token`.
+    pub fn start_with_plugin(
+        c: &Cluster,
+        name: &str,
+        wasm: &[u8],
+        config: &serde_json::Value,
+        extra: &[&str],
+    ) -> Controller {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir_all(&plugins).expect("mkdir");
+        std::fs::write(plugins.join(format!("{name}.wasm")), wasm).expect("wasm");
+        std::fs::write(plugins.join(format!("{name}.yaml")), config.to_string()).expect("config");
         let secrets = dir.path().join("secrets");
         std::fs::create_dir_all(secrets.join("kube")).expect("mkdir");
         std::fs::write(secrets.join("kube/token"), &c.token).expect("token");
@@ -404,4 +416,39 @@ pub fn requirements_on_demand_amd64() -> serde_json::Value {
         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
     ])
+}
+
+/// The CRD of each NodeClass kind a built plugin serves, applied and
+/// Established (`crd`: e.g. `staticnodeclasses.example.karpenter.sh`).
+pub fn install_plugin_crd(c: &Cluster, wasm: &std::path::Path, crd: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "crd"])
+        .arg(wasm)
+        .output()
+        .expect("karpenter plugin crd");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(file.path(), &out.stdout).expect("write");
+    kubectl(
+        c,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            file.path().to_str().expect("path"),
+        ],
+    );
+    kubectl(
+        c,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            &format!("crd/{crd}"),
+        ],
+    );
 }
