@@ -128,7 +128,8 @@ async fn pods_run_on_nodes_of_the_javascript_provider() {
 
     let scaled = Instant::now();
     scale(&client, ns, "inflate", 3).await;
-    wait_for("3 pods running", Duration::from_secs(120), || {
+    // The first start compiles the 14 MB component: allow for it.
+    wait_for("3 pods running", Duration::from_secs(300), || {
         pods_running(&client, ns, "inflate", 3)
     })
     .await;

@@ -279,7 +279,9 @@ export const provider = {
     const candidates = machines()
       .filter((m) => !taken.has(m.name))
       .filter((m) => {
-        const labels = machineLabels(m);
+        // The Node carries the machine's labels and the NodeClaim's (its
+        // NodePool's template labels, the NodePool's name): all must fit.
+        const labels = { ...machineLabels(m), ...Object.fromEntries(claim.labels), [L.nodePool]: claim.nodePool };
         return claim.requirements.every((r) => satisfies(r, labels[r.key]));
       })
       .sort((a, b) => a.price - b.price || a.name.localeCompare(b.name));
