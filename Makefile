@@ -1,7 +1,7 @@
 # Plugins are WebAssembly components built for wasm32-wasip2 with the size-
 # optimized `plugin` profile; each lands in target/plugins/<name>.wasm.
 PLUGINS := kwok azure nebius
-TEST_PLUGINS := misbehave
+TEST_PLUGINS := misbehave broken
 CARGO ?= cargo
 WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 
@@ -10,7 +10,7 @@ WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 CHART_PLUGINS := azure
 CHART_DIR := charts/karpenter
 
-.PHONY: plugins test-plugins all test chart chart-crds
+.PHONY: plugins test-plugins js-plugins all test chart chart-crds
 
 plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(PLUGINS),-p karpenter-plugin-$(p))
@@ -22,6 +22,11 @@ test-plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(TEST_PLUGINS),-p karpenter-plugin-$(p))
 	@mkdir -p target/test-plugins
 	@for p in $(TEST_PLUGINS); do cp $(WASM_DIR)/karpenter_plugin_$$p.wasm target/test-plugins/$$p.wasm; done
+
+# Providers in other languages: their toolchains install themselves, pinned and
+# cached under ~/.cache/karpenter-wasm.
+js-plugins:
+	examples/plugins/static-inventory/build
 
 all: plugins test-plugins
 	$(CARGO) build --release -p karpenter-host

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod conformance;
 pub mod controller;
 pub mod crds;
 pub mod plugins;

@@ -692,7 +692,7 @@ async fn start_as_the_chart(c: &Cluster, client: &Client, release: &str) -> Char
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v));
     }
-    let controller = Controller::start_with(Launch {
+    let controller = Controller::start_as_deployment(Launch {
         kubeconfig: &kubeconfig,
         env,
     });

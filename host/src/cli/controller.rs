@@ -24,6 +24,11 @@ pub struct ControllerArgs {
     /// mounted ConfigMap in production; changes are picked up live).
     #[arg(long, env = "PLUGIN_DIR", default_value = "/etc/karpenter/plugins")]
     pub plugin_dir: PathBuf,
+    /// A mounted volume (an OCI image volume, a PVC) holding plugins too
+    /// large for a ConfigMap; a plugin's yaml names its file with
+    /// `source: {volume: <path>, sha256: <hex>}`.
+    #[arg(long, env = "PLUGIN_VOLUME")]
+    pub plugin_volume: Option<PathBuf>,
     /// Secrets that plugins may be granted, as `<secret>/<key>` files.
     #[arg(long, env = "SECRETS_DIR")]
     pub secrets_dir: Option<PathBuf>,
@@ -151,7 +156,11 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 .collect()
         },
     })?;
-    let registry = Registry::open(runtime, open_dir(&args.plugin_dir)?).await?;
+    let volume = match &args.plugin_volume {
+        Some(p) => Some(open_dir(p)?),
+        None => None,
+    };
+    let registry = Registry::open_with_volume(runtime, open_dir(&args.plugin_dir)?, volume).await?;
     for (name, why) in registry.failures() {
         tracing::error!(plugin = %name, error = %why, "plugin failed to load");
     }

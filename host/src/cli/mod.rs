@@ -8,6 +8,7 @@ pub mod controller;
 pub mod explain;
 pub mod files;
 pub mod plugin;
+pub mod plugin_test;
 pub mod simulate;
 
 use clap::{Parser, Subcommand, ValueEnum};

@@ -24,6 +24,9 @@ pub enum PluginCommand {
     /// Print the CRD of each NodeClass kind the plugin serves, as YAML
     /// documents ready for `kubectl apply -f -`.
     Crd { file: PathBuf },
+    /// Run the conformance kit: every check a provider must pass, against
+    /// its backend; exits non-zero if any fails.
+    Test(super::plugin_test::TestArgs),
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +59,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Inspect { file, output } => inspect_cmd(&file, output).await,
         PluginCommand::Call(args) => call_cmd(args).await,
         PluginCommand::Crd { file } => crd_cmd(&file).await,
+        PluginCommand::Test(args) => super::plugin_test::run(args).await,
     }
 }
 

@@ -44,6 +44,10 @@ pub struct PluginConfig {
     /// instance holds its own linear memory, so this bounds the plugin's.
     #[serde(default = "default_max_instances")]
     pub max_instances: u32,
+    /// Where the WebAssembly comes from when it is not `<name>.wasm` beside
+    /// this file: a mounted volume or an HTTPS URL pinned by sha256.
+    #[serde(default)]
+    pub source: Option<super::source::Source>,
 }
 
 fn default_memory_mib() -> u64 {
@@ -71,6 +75,7 @@ impl Default for PluginConfig {
             cpu_ms: default_cpu_ms(),
             call_timeout_seconds: default_call_timeout(),
             max_instances: default_max_instances(),
+            source: None,
         }
     }
 }
@@ -82,6 +87,9 @@ impl PluginConfig {
         anyhow::ensure!(config.memory_mib >= 1, "memoryMib must be at least 1");
         anyhow::ensure!(config.max_instances >= 1, "maxInstances must be at least 1");
         anyhow::ensure!(config.cpu_ms >= 1, "cpuMs must be at least 1");
+        if let Some(source) = &config.source {
+            source.check()?;
+        }
         Ok(config)
     }
 

@@ -48,6 +48,11 @@ impl OutboundHttp {
             h2c: build(true)?,
         })
     }
+
+    /// The pooled TLS client, trusting the same roots as plugins' requests.
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
 }
 
 /// The wasi:http hooks of one plugin instance.

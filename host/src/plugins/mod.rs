@@ -18,6 +18,7 @@ pub mod plugin;
 pub mod precompiled;
 pub mod registry;
 pub mod runtime;
+pub mod source;
 pub mod state;
 pub mod validate;
 

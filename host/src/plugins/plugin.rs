@@ -291,6 +291,27 @@ impl Plugin {
         Ok(types)
     }
 
+    /// get-instance-types without the host's checks: the conformance kit
+    /// reports every problem, where a call stops at the first.
+    pub async fn get_instance_types_unchecked(
+        &self,
+        pool: &wit::NodePool,
+        class: &wit::NodeClass,
+    ) -> Result<Vec<wit::InstanceType>, CallError> {
+        const CALL: &str = "get-instance-types";
+        let r = self.call(CALL, async |s, b| {
+            b.karpenter_provider_provider()
+                .call_get_instance_types(s, pool, class)
+                .await
+        });
+        self.typed(CALL, r.await?)
+    }
+
+    /// What the operator granted this plugin, limits included.
+    pub fn config(&self) -> &super::PluginConfig {
+        &self.caps.config
+    }
+
     pub async fn create(
         &self,
         claim: &wit::NodeClaim,

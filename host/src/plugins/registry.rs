@@ -6,20 +6,26 @@
 //! Replacing either swaps the plugin; calls already running finish on the old
 //! one (they hold it). A plugin that fails to load is reported and the one
 //! loaded before it, if any, stays in service.
+//!
+//! A plugin too large for a ConfigMap has only its `<name>.yaml` there, whose
+//! `source` names a file on the plugin volume or an HTTPS URL pinned by
+//! sha256 (see `source.rs`).
 
 use super::config::PluginConfig;
 use super::plugin::Plugin;
 use super::runtime::Runtime;
+use super::source::{Source, Sources};
 use anyhow::Context;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 pub struct Registry {
     runtime: Arc<Runtime>,
     dir: Dir,
+    sources: Sources,
     state: RwLock<State>,
 }
 
@@ -30,7 +36,13 @@ struct State {
     failures: BTreeMap<String, String>,
     /// Files already seen, to skip unchanged ones without reading them.
     seen: BTreeMap<String, Stamp>,
+    /// Plugins from a URL that failed to load, and when to try again: a
+    /// server that was down at start must not need a restart.
+    retry_at: BTreeMap<String, Instant>,
 }
+
+/// How long a plugin whose download failed waits before the next try.
+const SOURCE_RETRY: Duration = Duration::from_secs(60);
 
 struct Loaded {
     plugin: Arc<Plugin>,
@@ -50,9 +62,24 @@ pub struct ReloadReport {
 
 impl Registry {
     pub async fn open(runtime: Arc<Runtime>, dir: Dir) -> anyhow::Result<Arc<Self>> {
+        Self::open_with_volume(runtime, dir, None).await
+    }
+
+    /// As `open`, with a volume that `source: {volume: ...}` files are read
+    /// from.
+    pub async fn open_with_volume(
+        runtime: Arc<Runtime>,
+        dir: Dir,
+        volume: Option<Dir>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let sources = Sources {
+            volume: volume.map(Arc::new),
+            client: Some(runtime.http.client()),
+        };
         let registry = Arc::new(Registry {
             runtime,
             dir,
+            sources,
             state: RwLock::default(),
         });
         let report = registry.reload().await?;
@@ -102,9 +129,19 @@ impl Registry {
         let mut report = ReloadReport::default();
         for name in &names {
             let stamp = self.stamp(name);
-            if self.read().seen.get(name) == Some(&stamp) {
+            let retry_due = self
+                .read()
+                .retry_at
+                .get(name)
+                .is_some_and(|at| Instant::now() >= *at);
+            if self.read().seen.get(name) == Some(&stamp) && !retry_due {
                 continue;
             }
+            self.state
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .retry_at
+                .remove(name);
             match self.load(name).await {
                 Ok(None) => {}
                 Ok(Some(loaded)) => {
@@ -117,11 +154,14 @@ impl Registry {
                 Err(e) => {
                     let why = format!("{e:#}");
                     tracing::error!(plugin = %name, error = %why, "plugin failed to load; keeping the previous version, if any");
-                    self.state
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .failures
-                        .insert(name.clone(), why.clone());
+                    let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+                    state.failures.insert(name.clone(), why.clone());
+                    if self.source_of(name).is_some_and(|s| s.url.is_some()) {
+                        state
+                            .retry_at
+                            .insert(name.clone(), Instant::now() + SOURCE_RETRY);
+                    }
+                    drop(state);
                     report.failed.push((name.clone(), why));
                 }
             }
@@ -144,6 +184,7 @@ impl Registry {
             report.removed.push(name);
         }
         state.seen.retain(|n, _| names.contains(n));
+        state.retry_at.retain(|n, _| names.contains(n));
         state.failures.retain(|n, _| names.contains(n));
         Ok(report)
     }
@@ -166,6 +207,7 @@ impl Registry {
 
     fn plugin_names(&self) -> anyhow::Result<Vec<String>> {
         let mut names = Vec::new();
+        let mut configs = Vec::new();
         for entry in self.dir.entries().context("listing the plugin directory")? {
             let file = entry?.file_name();
             let file = file.to_string_lossy();
@@ -175,32 +217,69 @@ impl Registry {
             }
             if let Some(name) = file.strip_suffix(".wasm") {
                 names.push(name.to_string());
+            } else if let Some(name) = file.strip_suffix(".yaml") {
+                configs.push(name.to_string());
+            }
+        }
+        // A configuration without its .wasm is a plugin when it names a source.
+        for name in configs {
+            if !names.contains(&name) && self.source_of(&name).is_some() {
+                names.push(name);
             }
         }
         names.sort();
         Ok(names)
     }
 
+    /// The `source` of `<name>.yaml`, if it parses and has one.
+    fn source_of(&self, name: &str) -> Option<Source> {
+        let text = self.dir.read_to_string(format!("{name}.yaml")).ok()?;
+        let value: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
+        serde_yaml::from_value(value.get("source")?.clone()).ok()
+    }
+
     fn stamp(&self, name: &str) -> Stamp {
-        [format!("{name}.wasm"), format!("{name}.yaml")]
+        let stamp = |dir: &Dir, f: &str| match dir.metadata(f) {
+            Ok(m) => (m.len(), m.modified().ok().map(|t| t.into_std())),
+            Err(_) => (0, None),
+        };
+        let mut out: Stamp = [format!("{name}.wasm"), format!("{name}.yaml")]
             .iter()
-            .map(|f| match self.dir.metadata(f) {
-                Ok(m) => (m.len(), m.modified().ok().map(|t| t.into_std())),
-                Err(_) => (0, None),
-            })
-            .collect()
+            .map(|f| stamp(&self.dir, f))
+            .collect();
+        // A new file on the volume under the same name reloads too.
+        if let (Some(volume), Some(path)) = (
+            &self.sources.volume,
+            self.source_of(name).and_then(|s| s.volume),
+        ) {
+            out.push(stamp(volume, &path));
+        }
+        out
     }
 
     /// Loads `name` unless its contents are what is loaded already.
     async fn load(&self, name: &str) -> anyhow::Result<Option<Loaded>> {
-        let wasm = self
-            .dir
-            .read(format!("{name}.wasm"))
-            .with_context(|| format!("reading {name}.wasm"))?;
         let config_text = match self.dir.read_to_string(format!("{name}.yaml")) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("reading {name}.yaml")),
+        };
+        let source = match &config_text {
+            Some(text) => PluginConfig::from_yaml(text)
+                .with_context(|| format!("{name}.yaml"))?
+                .source
+                .clone(),
+            None => None,
+        };
+        let wasm = match (source, self.dir.metadata(format!("{name}.wasm")).is_ok()) {
+            (Some(_), true) => {
+                anyhow::bail!("both {name}.wasm and a source in {name}.yaml: keep one")
+            }
+            (Some(source), false) => self.sources.read(&source).await?,
+            (None, _) => self
+                .dir
+                .read(format!("{name}.wasm"))
+                .with_context(|| format!("reading {name}.wasm"))?,
         };
         let mut h = Sha256::new();
         h.update(&wasm);

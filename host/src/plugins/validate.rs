@@ -78,12 +78,26 @@ pub fn instance_types(types: &[wit::InstanceType]) -> anyhow::Result<()> {
 
 fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
     ensure!(!it.name.is_empty(), "empty name");
+    well_known_labels(it)?;
+    requirements(it)?;
+    offerings(it)?;
+    prices(it)?;
+    allocatable(it)
+}
+
+/// Every well-known label is defined by a requirement.
+pub fn well_known_labels(it: &wit::InstanceType) -> anyhow::Result<()> {
     for label in WELL_KNOWN_LABELS {
         ensure!(
             it.requirements.iter().any(|r| r.key == label),
             "does not define the well-known label {label}"
         );
     }
+    Ok(())
+}
+
+/// Operators have the values they need.
+pub fn requirements(it: &wit::InstanceType) -> anyhow::Result<()> {
     for r in &it.requirements {
         use wit::Operator::*;
         match r.operator {
@@ -101,6 +115,11 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
             NotIn | Exists | DoesNotExist => {}
         }
     }
+    Ok(())
+}
+
+/// There are offerings, each with a zone and a capacity type.
+pub fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
     ensure!(!it.offerings.is_empty(), "has no offerings");
     for o in &it.offerings {
         ensure!(!o.zone.is_empty(), "an offering has no zone");
@@ -109,6 +128,13 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
             "an offering in {} has no capacity type",
             o.zone
         );
+    }
+    Ok(())
+}
+
+/// Every price is a finite, non-negative number.
+pub fn prices(it: &wit::InstanceType) -> anyhow::Result<()> {
+    for o in &it.offerings {
         ensure!(
             o.price.is_finite() && o.price >= 0.0,
             "offering {}/{} has price {}, not a finite non-negative number",
@@ -117,6 +143,11 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
             o.price
         );
     }
+    Ok(())
+}
+
+/// Quantities parse, and cpu, memory and pods are left after overhead.
+pub fn allocatable(it: &wit::InstanceType) -> anyhow::Result<()> {
     let capacity = resources(&it.capacity).context("capacity")?;
     let kube = resources(&it.overhead.kube_reserved).context("kube-reserved")?;
     let system = resources(&it.overhead.system_reserved).context("system-reserved")?;

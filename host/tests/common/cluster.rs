@@ -120,6 +120,24 @@ impl Controller {
         Controller::start_env(c, &[setup], env, extra)
     }
 
+    /// A controller with one plugin, `<name>.wasm` with `config` as its yaml
+    /// (JSON is YAML); the token of the cluster is granted as `kube/token`.
+    pub fn start_with_plugin(
+        c: &Cluster,
+        name: &str,
+        wasm: &[u8],
+        config: &serde_json::Value,
+        extra: &[&str],
+    ) -> Controller {
+        let setup = PluginSetup {
+            name: name.into(),
+            wasm: wasm.to_vec(),
+            config: config.clone(),
+            secrets: vec![("kube/token".into(), c.token.clone().into_bytes())],
+        };
+        Controller::start_env(c, &[setup], &[], extra)
+    }
+
     /// A controller loading exactly these plugins.
     pub fn start_plugins(c: &Cluster, setups: &[PluginSetup], extra: &[&str]) -> Controller {
         Controller::start_env(c, setups, &[], extra)
@@ -523,7 +541,7 @@ pub struct Launch<'a> {
 }
 
 impl Controller {
-    pub fn start_with(launch: Launch) -> Controller {
+    pub fn start_as_deployment(launch: Launch) -> Controller {
         let dir = tempfile::tempdir().expect("tempdir");
         let metrics = free_port();
         let log = dir.path().join("controller.log");
@@ -552,4 +570,39 @@ impl Controller {
 /// The cluster's helm, built with its other binaries.
 pub fn helm_bin(c: &Cluster) -> PathBuf {
     std::path::Path::new(&c.kubectl).with_file_name("helm")
+}
+
+/// The CRD of each NodeClass kind a built plugin serves, applied and
+/// Established (`crd`: e.g. `staticnodeclasses.example.karpenter.sh`).
+pub fn install_plugin_crd(c: &Cluster, wasm: &std::path::Path, crd: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "crd"])
+        .arg(wasm)
+        .output()
+        .expect("karpenter plugin crd");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(file.path(), &out.stdout).expect("write");
+    kubectl(
+        c,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            file.path().to_str().expect("path"),
+        ],
+    );
+    kubectl(
+        c,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            &format!("crd/{crd}"),
+        ],
+    );
 }

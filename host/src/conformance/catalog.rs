@@ -1,0 +1,148 @@
+//! Checks of the catalog: every instance type is judged on each property
+//! separately, and every offender is named (up to a few), not just the first.
+
+use super::report::Report;
+use crate::plugins::validate;
+use crate::plugins::wit;
+use std::collections::BTreeSet;
+
+/// Offenders listed per check; the rest are counted.
+const SHOWN: usize = 5;
+
+pub(super) fn check(report: &mut Report, types: &Result<Vec<wit::InstanceType>, String>) {
+    let types = match types {
+        Ok(types) if types.is_empty() => {
+            Err("get-instance-types returned no instance types".to_string())
+        }
+        Ok(types) => Ok(types),
+        Err(e) => Err(e.clone()),
+    };
+    let checks: [(&'static str, &'static str, Property); 5] = [
+        (
+            "well-known-labels",
+            "instance types define every well-known label",
+            well_known_labels,
+        ),
+        (
+            "offerings",
+            "offerings carry a zone and a capacity type, and the type's zone and capacity-type requirements cover them",
+            offerings,
+        ),
+        (
+            "prices",
+            "prices are finite and non-negative",
+            validate::prices,
+        ),
+        (
+            "allocatable",
+            "allocatable cpu, memory and pods are positive after overhead",
+            validate::allocatable,
+        ),
+        (
+            "requirements",
+            "requirements are well formed and names unique",
+            requirements,
+        ),
+    ];
+    for (id, title, property) in checks {
+        let result = match &types {
+            Ok(types) if id == "requirements" => {
+                each(types, property).and_then(|ok| unique(types).map(|()| ok))
+            }
+            Ok(types) => each(types, property),
+            Err(e) => Err(format!("no instance types to check: {e}")),
+        };
+        report.push(id, title, result);
+    }
+}
+
+type Property = fn(&wit::InstanceType) -> anyhow::Result<()>;
+
+fn each(types: &[wit::InstanceType], property: Property) -> Result<String, String> {
+    let failures: Vec<String> = types
+        .iter()
+        .filter_map(|it| {
+            property(it)
+                .err()
+                .map(|e| format!("instance type {:?}: {e:#}", it.name))
+        })
+        .collect();
+    if failures.is_empty() {
+        return Ok(format!("{} instance types", types.len()));
+    }
+    let mut message = failures
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if failures.len() > SHOWN {
+        message.push_str(&format!(
+            "\n... and {} more of {} instance types",
+            failures.len() - SHOWN,
+            types.len()
+        ));
+    }
+    Err(message)
+}
+
+fn unique(types: &[wit::InstanceType]) -> Result<(), String> {
+    let mut names = BTreeSet::new();
+    for it in types {
+        if !names.insert(it.name.as_str()) {
+            return Err(format!("instance type {:?} appears twice", it.name));
+        }
+    }
+    Ok(())
+}
+
+fn well_known_labels(it: &wit::InstanceType) -> anyhow::Result<()> {
+    validate::well_known_labels(it)
+}
+
+fn requirements(it: &wit::InstanceType) -> anyhow::Result<()> {
+    anyhow::ensure!(!it.name.is_empty(), "empty name");
+    validate::requirements(it)?;
+    let name = it
+        .requirements
+        .iter()
+        .find(|r| r.key == validate::WELL_KNOWN_LABELS[0]);
+    if let Some(r) = name {
+        anyhow::ensure!(
+            r.operator == wit::Operator::In && r.values == [it.name.clone()],
+            "requirement {} must be In [{}]",
+            r.key,
+            it.name
+        );
+    }
+    Ok(())
+}
+
+/// Zone and capacity type on every offering, and the type's requirements on
+/// them In the union of the offerings' values (the contract says so).
+fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
+    validate::offerings(it)?;
+    for (key, of) in [
+        (
+            "topology.kubernetes.io/zone",
+            (|o: &wit::Offering| o.zone.clone()) as fn(&wit::Offering) -> String,
+        ),
+        ("karpenter.sh/capacity-type", |o| o.capacity_type.clone()),
+    ] {
+        let offered: BTreeSet<String> = it.offerings.iter().map(of).collect();
+        let Some(r) = it.requirements.iter().find(|r| r.key == key) else {
+            continue; // reported by well-known-labels
+        };
+        if r.operator != wit::Operator::In {
+            continue;
+        }
+        let allowed: BTreeSet<String> = r.values.iter().cloned().collect();
+        let missing: Vec<&String> = offered.difference(&allowed).collect();
+        anyhow::ensure!(
+            missing.is_empty(),
+            "offerings in {missing:?} are outside its requirement {key} In {:?}",
+            r.values
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,241 @@
+//! The conformance kit behind `karpenter plugin test`: what every provider
+//! must do, checked against a loaded plugin one property at a time, each with
+//! a precise message on failure.
+//!
+//! The round trip (create, get, list, delete) talks to whatever the plugin
+//! talks to: its emulator, or the endpoint its configuration points at. The
+//! kit creates one instance and deletes it again, whatever happens.
+
+mod catalog;
+mod lifecycle;
+mod report;
+mod schema;
+
+pub use report::{Check, Outcome, Report};
+
+use crate::plugins::{CallError, Plugin, objects, wit};
+use std::time::{Duration, Instant};
+
+/// What the kit calls the plugin with.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The NodeClass object; an empty one of the plugin's default kind when
+    /// none is given.
+    pub node_class: Option<serde_json::Value>,
+    /// How long a deleted instance may take to answer not-found.
+    pub delete_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            node_class: None,
+            delete_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Runs every check against the plugin, in order; later checks that need an
+/// earlier one's result fail with the reason it could not be had.
+pub async fn run(plugin: &Plugin, options: &Options) -> Report {
+    let mut calls = Calls::default();
+    let mut report = Report::default();
+    report.push(
+        "metadata",
+        "metadata is well formed",
+        crate::plugins::validate::metadata(&plugin.metadata)
+            .map(|()| format!("{} ({})", plugin.metadata.name, plugin.contract_version))
+            .map_err(|e| format!("{e:#}")),
+    );
+    report.push(
+        "node-class-schema",
+        "each NodeClass schema is a structural OpenAPI v3 schema",
+        schema::check_kinds(&plugin.metadata.node_classes),
+    );
+
+    let class = match node_class(plugin, options) {
+        Ok(c) => c,
+        Err(e) => {
+            report.push("node-class", "the NodeClass to test with is usable", Err(e));
+            return report;
+        }
+    };
+    let validated = calls
+        .track("validate-node-class", plugin.validate_node_class(&class))
+        .await;
+    report.push(
+        "validate-node-class",
+        "validate-node-class reports a Ready condition",
+        match validated {
+            Ok(status) => ready(&status),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+
+    let pool = objects::bare_node_pool("conformance", node_class_ref(plugin, &class));
+    let types = calls
+        .track(
+            "get-instance-types",
+            plugin.get_instance_types_unchecked(&pool, &class),
+        )
+        .await
+        .map_err(|e| e.to_string());
+    catalog::check(&mut report, &types);
+
+    let types = types.unwrap_or_default();
+    let mut round_trip = lifecycle::RoundTrip {
+        plugin,
+        class: &class,
+        node_class_ref: node_class_ref(plugin, &class),
+        types: &types,
+        calls: &mut calls,
+        delete_timeout: options.delete_timeout,
+    };
+    round_trip.check(&mut report).await;
+    calls.check(plugin, &mut report);
+    report
+}
+
+fn node_class(plugin: &Plugin, options: &Options) -> Result<wit::NodeClass, String> {
+    let object = match &options.node_class {
+        Some(object) => object.clone(),
+        None => {
+            let kind = plugin
+                .metadata
+                .node_classes
+                .first()
+                .ok_or("the plugin serves no NodeClass kind")?;
+            serde_json::json!({
+                "apiVersion": format!("{}/{}", kind.group, kind.version),
+                "kind": kind.kind,
+                "metadata": {"name": "conformance", "generation": 1},
+                "spec": {},
+            })
+        }
+    };
+    objects::node_class(&object).map_err(|e| format!("{e:#}"))
+}
+
+fn node_class_ref(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodeClassRef {
+    let object: serde_json::Value = serde_json::from_str(&class.json).unwrap_or_default();
+    let (group, kind) = match (
+        object["apiVersion"].as_str(),
+        object["kind"].as_str(),
+        plugin.metadata.node_classes.first(),
+    ) {
+        (Some(api_version), Some(kind), _) => (
+            api_version
+                .split_once('/')
+                .map_or("", |(g, _)| g)
+                .to_string(),
+            kind.to_string(),
+        ),
+        (_, _, Some(k)) => (k.group.clone(), k.kind.clone()),
+        _ => Default::default(),
+    };
+    wit::NodeClassRef {
+        group,
+        kind,
+        name: class.name.clone(),
+    }
+}
+
+fn ready(status: &wit::NodeClassStatus) -> Result<String, String> {
+    match status.conditions.iter().find(|c| c.type_ == "Ready") {
+        Some(c) if c.status == wit::ConditionStatus::True => Ok("Ready=True".into()),
+        Some(c) => Err(format!(
+            "Ready is {:?}: {} {}",
+            c.status, c.reason, c.message
+        )),
+        None => Err("status has no Ready condition".into()),
+    }
+}
+
+/// Every call the kit made: how long it took and how it failed, for the
+/// typed-error and sandbox checks.
+#[derive(Default)]
+pub(crate) struct Calls {
+    made: Vec<Call>,
+}
+
+struct Call {
+    name: &'static str,
+    elapsed: Duration,
+    /// The message of a failure that was not a typed provider error.
+    untyped: Option<String>,
+}
+
+impl Calls {
+    pub(crate) async fn track<T>(
+        &mut self,
+        name: &'static str,
+        call: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let start = Instant::now();
+        let result = call.await;
+        let untyped = match &result {
+            Err(e @ CallError::Failed { .. }) => Some(e.to_string()),
+            _ => None,
+        };
+        self.made.push(Call {
+            name,
+            elapsed: start.elapsed(),
+            untyped,
+        });
+        result
+    }
+
+    fn check(&self, plugin: &Plugin, report: &mut Report) {
+        let untyped: Vec<&str> = self
+            .made
+            .iter()
+            .filter_map(|c| c.untyped.as_deref())
+            .filter(|m| !is_limit(m))
+            .collect();
+        report.push(
+            "typed-errors",
+            "every failure is one of the contract's typed errors",
+            if untyped.is_empty() {
+                Ok(format!("{} calls", self.made.len()))
+            } else {
+                Err(untyped.join("; "))
+            },
+        );
+        let limits: Vec<&str> = self
+            .made
+            .iter()
+            .filter_map(|c| c.untyped.as_deref())
+            .filter(|m| is_limit(m))
+            .collect();
+        let config = plugin.config();
+        let slowest = self.made.iter().max_by_key(|c| c.elapsed);
+        report.push(
+            "sandbox-limits",
+            "every call stays within the sandbox's time, CPU and memory limits",
+            if limits.is_empty() {
+                Ok(format!(
+                    "slowest call {} in {:.2} s (limit {} s, CPU {} ms, memory {} MiB)",
+                    slowest.map_or("-", |c| c.name),
+                    slowest.map_or(0.0, |c| c.elapsed.as_secs_f64()),
+                    config.call_timeout_seconds,
+                    config.cpu_ms,
+                    config.memory_mib
+                ))
+            } else {
+                Err(limits.join("; "))
+            },
+        );
+    }
+}
+
+/// Whether a failure is the sandbox stopping the call (see `plugin.rs`).
+fn is_limit(message: &str) -> bool {
+    [
+        "exceeded its CPU budget",
+        "exceeded its memory limit",
+        "memory minimum size",
+        "did not finish within",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}

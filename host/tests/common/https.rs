@@ -1,0 +1,91 @@
+//! A local HTTPS file server whose certificate is signed by a test CA made
+//! for the run, for tests of what the host downloads.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio_rustls::rustls;
+
+pub struct FileServer {
+    /// `https://127.0.0.1:PORT`
+    pub base: String,
+    /// The test CA, PEM: trusting it is what makes the server's cert valid.
+    pub ca_pem: String,
+    /// Paths requested, in order.
+    pub requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl FileServer {
+    /// Serves `files` (path to bytes) until the runtime ends.
+    pub async fn start(files: BTreeMap<String, Vec<u8>>) -> FileServer {
+        let ca_key = rcgen::KeyPair::generate().expect("ca key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "plugin server test CA");
+        ca_params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("ca cert");
+        let leaf_key = rcgen::KeyPair::generate().expect("leaf key");
+        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .expect("leaf")
+            .signed_by(&leaf_key, &ca)
+            .expect("leaf cert");
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone(), ca.der().clone()],
+            rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
+        )
+        .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let files = Arc::new(files);
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, files, seen) = (acceptor.clone(), files.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(stream) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                        let path = req.uri().path().to_string();
+                        seen.lock().expect("lock").push(path.clone());
+                        let response = match files.get(&path) {
+                            Some(bytes) => hyper::Response::new(http_body_util::Full::new(
+                                bytes::Bytes::from(bytes.clone()),
+                            )),
+                            None => {
+                                let mut r = hyper::Response::new(http_body_util::Full::new(
+                                    bytes::Bytes::from_static(b"not found"),
+                                ));
+                                *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                                r
+                            }
+                        };
+                        async move { Ok::<_, hyper::Error>(response) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FileServer {
+            base: format!("https://127.0.0.1:{port}"),
+            ca_pem: ca.pem(),
+            requests,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The conformance kit against purpose-built providers: an in-memory one that
+//! keeps the contract passes; each that breaks one rule fails exactly that
+//! check, with a message naming what is wrong.
+
+mod common;
+
+use karpenter::conformance::{self, Outcome, Report};
+use karpenter::plugins::PluginConfig;
+use std::collections::BTreeMap;
+
+async fn test(plugin: &str, settings: &[(&str, &str)], cpu_ms: Option<u64>) -> Report {
+    let mut config = PluginConfig {
+        settings: settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        ..PluginConfig::default()
+    };
+    if let Some(ms) = cpu_ms {
+        config.cpu_ms = ms;
+    }
+    let plugin = common::runtime()
+        .load(plugin, &common::plugin_wasm(plugin), config)
+        .await
+        .expect("plugin loads");
+    let report = conformance::run(&plugin, &conformance::Options::default()).await;
+    eprintln!("{report}");
+    report
+}
+
+fn failure<'a>(report: &'a Report, id: &str) -> &'a str {
+    match &report.get(id).expect("check ran").outcome {
+        Outcome::Fail(why) => why,
+        Outcome::Pass(detail) => panic!("{id} passed ({detail}), expected a failure"),
+    }
+}
+
+#[tokio::test]
+async fn an_in_memory_provider_that_keeps_the_contract_passes_every_check() {
+    let report = test("broken", &[], None).await;
+    assert!(report.passed(), "{report}");
+    assert!(report.checks.len() >= 15, "{report}");
+}
+
+#[tokio::test]
+async fn a_missing_well_known_label_fails_that_check_only() {
+    let report = test("broken", &[("MODE", "missing-label")], None).await;
+    assert_eq!(report.failed(), ["well-known-labels"], "{report}");
+    assert_eq!(
+        failure(&report, "well-known-labels"),
+        "instance type \"large\": does not define the well-known label kubernetes.io/os"
+    );
+}
+
+#[tokio::test]
+async fn a_negative_price_fails_that_check_only() {
+    let report = test("broken", &[("MODE", "negative-price")], None).await;
+    assert_eq!(report.failed(), ["prices"], "{report}");
+    assert_eq!(
+        failure(&report, "prices"),
+        "instance type \"small\": offering zone-b/spot has price -0.01, not a finite non-negative number"
+    );
+}
+
+#[tokio::test]
+async fn a_create_that_is_not_idempotent_fails_that_check_and_is_cleaned_up() {
+    let report = test("broken", &[("MODE", "not-idempotent")], None).await;
+    assert_eq!(report.failed(), ["create-idempotent"], "{report}");
+    let why = failure(&report, "create-idempotent");
+    assert!(
+        why.starts_with("a second create for NodeClaim conformance-")
+            && why.contains("-2, the first broken://conformance-")
+            && why.ends_with("-1: create must return the existing instance"),
+        "{why}"
+    );
+}
+
+#[tokio::test]
+async fn garbage_and_a_runaway_loop_fail_the_catalog_and_sandbox_checks() {
+    let report = test("misbehave", &[("MODE", "garbage")], None).await;
+    assert!(
+        failure(&report, "prices").contains("has price NaN"),
+        "{report}"
+    );
+    assert!(
+        failure(&report, "allocatable").contains("resource memory"),
+        "{report}"
+    );
+    let report = test("misbehave", &[("MODE", "loop")], Some(200)).await;
+    assert!(
+        failure(&report, "sandbox-limits").contains("exceeded its CPU budget of 200 ms"),
+        "{report}"
+    );
+    // misbehave's create is `other`, not insufficient-capacity.
+    assert!(
+        failure(&report, "unsatisfiable-create").contains("not implemented"),
+        "{report}"
+    );
+}
+
+/// The CLI prints a line per check and exits non-zero on a failure.
+#[test]
+fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("broken.yaml");
+    std::fs::write(&config, "settings: {MODE: negative-price}\n").expect("write");
+    let wasm = common::cluster::repo().join("target/test-plugins/broken.wasm");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "test"])
+        .arg(&wasm)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("karpenter runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("PASS  well-known-labels"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  prices")
+            && stdout
+                .contains("      instance type \"small\": offering zone-b/spot has price -0.01"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("passed, 1 failed"), "{stdout}");
+
+    std::fs::write(&config, "settings: {}\n").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "test"])
+        .arg(&wasm)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("karpenter runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
