@@ -33,7 +33,8 @@ pub enum CallError {
     Status {
         code: i32,
         message: String,
-        detail: Option<ServiceError>,
+        /// Boxed: the detail is large and errors travel by value.
+        detail: Option<Box<ServiceError>>,
     },
     Transport(String),
 }
@@ -113,7 +114,7 @@ impl CallError {
         CallError::Status {
             code: s.code,
             message: s.message.clone(),
-            detail: proto::service_error(s),
+            detail: proto::service_error(s).map(Box::new),
         }
     }
 }
@@ -201,7 +202,8 @@ pub fn status_of(
                 .ok()
         })
         .and_then(|bytes| Status::decode(bytes.as_slice()).ok())
-        .and_then(|s| proto::service_error(&s));
+        .and_then(|s| proto::service_error(&s))
+        .map(Box::new);
     Err(CallError::Status {
         code,
         message,

@@ -462,9 +462,9 @@ impl Emulator {
         self.lock().requests.push(short.clone());
         let (reply, effects) = if path == paths::TOKEN_EXCHANGE {
             (self.exchange(&body), Vec::new())
-        } else if !bearer
+        } else if bearer
             .as_deref()
-            .is_some_and(|t| self.lock().tokens.get(t).is_some_and(|exp| *exp > now()))
+            .is_none_or(|t| self.lock().tokens.get(t).is_none_or(|exp| *exp <= now()))
         {
             (
                 error(&status(
@@ -489,7 +489,7 @@ impl Emulator {
     fn exchange(&self, body: &[u8]) -> Reply {
         let r: proto::ExchangeTokenRequest = match decode(body) {
             Ok(r) => r,
-            Err(reply) => return reply,
+            Err(reply) => return *reply,
         };
         if r.grant_type != karpenter_plugin_nebius::auth::GRANT_TYPE
             || r.subject_token_type != karpenter_plugin_nebius::auth::SUBJECT_TOKEN_TYPE
@@ -528,7 +528,7 @@ impl Emulator {
             ($t:ty) => {
                 match decode::<$t>(body) {
                     Ok(r) => r,
-                    Err(reply) => return (reply, Vec::new()),
+                    Err(reply) => return (*reply, Vec::new()),
                 }
             };
         }

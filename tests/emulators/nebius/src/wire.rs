@@ -115,7 +115,9 @@ pub fn error(s: &Status) -> Reply {
     .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR))
 }
 
-pub fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Reply> {
-    let bytes = unframe(body).map_err(|e| error(&status(3, &e, None)))?;
-    M::decode(bytes).map_err(|e| error(&status(3, &format!("decoding: {e}"), None)))
+/// The request message, or the INVALID_ARGUMENT reply (boxed: replies are
+/// large next to messages).
+pub fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Box<Reply>> {
+    let bytes = unframe(body).map_err(|e| Box::new(error(&status(3, &e, None))))?;
+    M::decode(bytes).map_err(|e| Box::new(error(&status(3, &format!("decoding: {e}"), None))))
 }
