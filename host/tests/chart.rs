@@ -774,6 +774,7 @@ async fn the_charts_service_account_is_enough_for_inflate() {
     // Termination: NodeClaims, Nodes and finalizers, with the same rights.
     clean_up(&client, ns, pool).await;
     assert_never_forbidden(controller);
+    helm(&c, &["uninstall", release, "--namespace", release]);
     kubectl(&c, &["delete", "namespace", release, "--wait=false"]);
 }
 
@@ -932,5 +933,6 @@ async fn a_config_map_update_swaps_the_plugin_under_load() {
     );
     assert_never_forbidden(controller);
     clean_up(&client, ns, pool).await;
+    helm(&c, &["uninstall", release, "--namespace", release]);
     kubectl(&c, &["delete", "namespace", release, "--wait=false"]);
 }
