@@ -5,9 +5,10 @@ TEST_PLUGINS := misbehave broken
 CARGO ?= cargo
 WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 
-# The chart's bundled plugins: build outputs copied into the gitignored
-# charts/karpenter/plugins/ (the chart's ConfigMaps read them from there).
-CHART_PLUGINS := azure
+# The chart's bundled plugins: build outputs compressed (zstd) into the
+# gitignored charts/karpenter/plugins/, where the chart's ConfigMaps read them.
+# Uncompressed, azure and nebius together overflow a Helm release (1 MiB).
+CHART_PLUGINS := azure nebius
 CHART_DIR := charts/karpenter
 
 .PHONY: plugins test-plugins js-plugins all test chart chart-crds
@@ -36,8 +37,8 @@ test: plugins test-plugins
 
 chart: plugins
 	@mkdir -p $(CHART_DIR)/plugins
-	@rm -f $(CHART_DIR)/plugins/*.wasm
-	@for p in $(CHART_PLUGINS); do cp target/plugins/$$p.wasm $(CHART_DIR)/plugins/$$p.wasm; done
+	@rm -f $(CHART_DIR)/plugins/*.wasm $(CHART_DIR)/plugins/*.wasm.zst
+	@for p in $(CHART_PLUGINS); do zstd -q -19 -f target/plugins/$$p.wasm -o $(CHART_DIR)/plugins/$$p.wasm.zst || exit 1; done
 	@echo "$(CHART_DIR)/plugins: $(CHART_PLUGINS)"
 
 # Regenerates the bundled plugins' NodeClass CRDs in the chart from their

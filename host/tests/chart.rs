@@ -92,8 +92,9 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A bundled plugin as the chart holds it: zstd-compressed.
 fn chart_plugin(name: &str) -> Vec<u8> {
-    let path = chart().join(format!("plugins/{name}.wasm"));
+    let path = chart().join(format!("plugins/{name}.wasm.zst"));
     std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; run `make chart` first", path.display()))
 }
@@ -264,11 +265,15 @@ async fn lint_and_render_the_seed_values() {
             .map(|(k, _)| k.clone())
             .collect()
     };
-    assert_eq!(keys("binaryData"), ["azure.wasm"]);
+    assert_eq!(keys("binaryData"), ["azure.wasm.zst"]);
     assert_eq!(keys("data"), ["azure.yaml"]);
     assert_eq!(
-        cm["binaryData"]["azure.wasm"],
+        cm["binaryData"]["azure.wasm.zst"],
         base64(&chart_plugin("azure"))
+    );
+    assert!(
+        find(&docs, "ConfigMap", "karpenter-plugin-nebius").is_some(),
+        "nebius is bundled"
     );
     let azure = plugin_config(&docs, "azure");
     assert_eq!(azure.settings["LOCATION"], "southcentralus");
@@ -304,19 +309,12 @@ async fn lint_and_render_the_seed_values() {
     let rules = serde_json::to_string(&of_kind(&docs, "ClusterRole")).expect("json");
     assert!(rules.contains("aksnodeclasses/status"), "azure's NodeClass");
 
-    // Credentials embedded: the Secret, mounted, granted to Nebius alone. A
-    // copy of the chart stands in for one with the Nebius plugin built.
-    let copy = tempfile::tempdir().expect("tmp");
-    copy_dir(&chart(), copy.path());
-    std::fs::write(
-        copy.path().join("plugins/nebius.wasm"),
-        chart_plugin("azure"),
-    )
-    .expect("write");
-    let creds = copy.path().join("creds-values.yaml");
+    // Credentials embedded: the Secret, mounted, granted to Nebius alone.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let creds = tmp.path().join("creds-values.yaml");
     let embedded = json!({"controller": {"nebiusCredentials": {"credentialsJson": "{\"subject-credentials\": {}}"}}});
     std::fs::write(&creds, embedded.to_string()).expect("write");
-    let docs = render(&c, copy.path(), &[&seed, &creds], &[]);
+    let docs = render(&c, &chart(), &[&seed, &creds], &[]);
     let secret = find(&docs, "Secret", "nebius-credentials").expect("the Secret");
     assert!(secret["data"]["credentials.json"].is_string());
     assert_eq!(
@@ -347,19 +345,6 @@ async fn lint_and_render_the_seed_values() {
     let deploy = serde_json::to_string(find(&docs, "Deployment", "karpenter").expect("Deployment"))
         .expect("json");
     assert!(!deploy.contains("SECRETS_DIR") && !deploy.contains("nebius-credentials"));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// The committed CRDs of the bundled plugins are what `karpenter plugin crd`
@@ -480,7 +465,7 @@ async fn installs_with_the_seeds_command() {
         .await
         .expect("the plugin ConfigMap");
     assert_eq!(
-        cm.binary_data.expect("binaryData")["azure.wasm"].0,
+        cm.binary_data.expect("binaryData")["azure.wasm.zst"].0,
         chart_plugin("azure"),
         "the API server holds the plugin byte for byte"
     );
@@ -488,6 +473,7 @@ async fn installs_with_the_seeds_command() {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "aksnodeclasses.karpenter.azure.com",
+        "nebiusnodeclasses.flex.aks.azure.com",
     ] {
         kubectl(&c, &["get", "crd", crd]);
     }
@@ -774,6 +760,7 @@ async fn the_charts_service_account_is_enough_for_inflate() {
     // Termination: NodeClaims, Nodes and finalizers, with the same rights.
     clean_up(&client, ns, pool).await;
     assert_never_forbidden(controller);
+    helm(&c, &["uninstall", release, "--namespace", release]);
     kubectl(&c, &["delete", "namespace", release, "--wait=false"]);
 }
 
@@ -932,5 +919,6 @@ async fn a_config_map_update_swaps_the_plugin_under_load() {
     );
     assert_never_forbidden(controller);
     clean_up(&client, ns, pool).await;
+    helm(&c, &["uninstall", release, "--namespace", release]);
     kubectl(&c, &["delete", "namespace", release, "--wait=false"]);
 }

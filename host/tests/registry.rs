@@ -139,3 +139,27 @@ async fn removing_a_plugin_unloads_it() {
     assert_eq!(report.removed, vec!["b".to_string()]);
     assert!(registry.get("b").is_none());
 }
+
+#[tokio::test]
+async fn a_zstd_compressed_plugin_loads_and_a_corrupt_one_is_reported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kwok = common::plugin_wasm("kwok");
+    let compressed = zstd::encode_all(&kwok[..], 19).expect("compress");
+    assert!(compressed.len() * 2 < kwok.len(), "worth compressing");
+    publish(
+        tmp.path(),
+        "2026_11_30_01",
+        &[("cloud.wasm.zst", &compressed), ("broken.wasm.zst", b"not zstd")],
+    );
+    let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
+    let registry = Registry::open(common::runtime(), dir)
+        .await
+        .expect("registry");
+    let cloud = registry.get("cloud").expect("loaded from cloud.wasm.zst");
+    assert_eq!(cloud.metadata.name, "kwok");
+    let failures = registry.failures();
+    assert!(
+        failures["broken"].contains("decompressing broken.wasm.zst"),
+        "{failures:?}"
+    );
+}

@@ -46,10 +46,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/*
-The plugins to install, as YAML: name -> {wasm (base64), config (the
+The plugins to install, as YAML: name -> {wasm (base64), key (its file
+name: `<name>.wasm`, or `<name>.wasm.zst` when zstd-compressed), config (the
 `<name>.yaml` the host reads), nodeClasses}. Bundled plugins come from
-plugins/<name>.wasm in the chart and are left out when the file is absent;
-extra ones from wasmBase64 or a file inside the chart.
+plugins/<name>.wasm.zst in the chart (compressed, or two would not fit in a
+Helm release) and are left out when the file is absent; extra ones from
+wasmBase64 or a file inside the chart.
 */}}
 {{- define "karpenter.plugins" -}}
 {{- $root := . -}}
@@ -62,9 +64,9 @@ extra ones from wasmBase64 or a file inside the chart.
 {{- $out := dict -}}
 {{- range $name, $p := .Values.plugins.bundled -}}
 {{- if $p.enabled -}}
-{{- $wasm := $root.Files.Get (default (printf "plugins/%s.wasm" $name) $p.file) -}}
+{{- $wasm := $root.Files.Get (default (printf "plugins/%s.wasm.zst" $name) $p.file) -}}
 {{- if $wasm -}}
-{{- $_ := set $out $name (dict "wasm" (b64enc $wasm) "plugin" $p) -}}
+{{- $_ := set $out $name (dict "wasm" (b64enc $wasm) "key" (printf "%s.wasm.zst" $name) "plugin" $p) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -81,7 +83,8 @@ extra ones from wasmBase64 or a file inside the chart.
 {{- if not $wasm -}}
 {{- fail (printf "plugins.extra.%s: set wasmBase64 (or file, inside the chart)" $name) -}}
 {{- end -}}
-{{- $_ := set $out $name (dict "wasm" $wasm "plugin" $p) -}}
+{{- $key := ternary (printf "%s.wasm.zst" $name) (printf "%s.wasm" $name) (or (default false $p.zstd) (hasSuffix ".zst" (default "" $p.file))) -}}
+{{- $_ := set $out $name (dict "wasm" $wasm "key" $key "plugin" $p) -}}
 {{- end -}}
 {{- range $name, $entry := $out -}}
 {{- $p := $entry.plugin -}}
