@@ -149,7 +149,10 @@ async fn a_zstd_compressed_plugin_loads_and_a_corrupt_one_is_reported() {
     publish(
         tmp.path(),
         "2026_11_30_01",
-        &[("cloud.wasm.zst", &compressed), ("broken.wasm.zst", b"not zstd")],
+        &[
+            ("cloud.wasm.zst", &compressed),
+            ("broken.wasm.zst", b"not zstd"),
+        ],
     );
     let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
     let registry = Registry::open(common::runtime(), dir)
