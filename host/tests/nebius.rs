@@ -16,10 +16,14 @@ use kube::api::{Api, DeleteParams, ListParams};
 use nebius_emulator::{Emulator, Kube, Options};
 use serde_json::json;
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 const HUB_ADDRESS: &str = "100.96.0.1";
+
+/// The scenarios share one cluster, and each runs its own controller: one at
+/// a time.
+static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 async fn emulator(c: &Cluster) -> (Arc<Emulator>, String, tokio::task::JoinHandle<()>) {
     let emulator = Emulator::new(Options {
@@ -154,6 +158,7 @@ async fn scale_to_zero(client: &kube::Client, emulator: &Emulator, pools: &[&str
 #[tokio::test]
 #[ignore = "needs a cluster from tests/cluster/up and `make plugins`"]
 async fn seed_flow_cpu_and_gpu_nodes() {
+    let _serial = SERIAL.lock().await;
     let c = e2e::cluster();
     let client = e2e::client(&c).await;
     setup_crds(&c);
@@ -263,6 +268,7 @@ async fn seed_flow_cpu_and_gpu_nodes() {
 #[tokio::test]
 #[ignore = "needs a cluster from tests/cluster/up and `make plugins`"]
 async fn wireguard_addresses_at_scale() {
+    let _serial = SERIAL.lock().await;
     let c = e2e::cluster();
     let client = e2e::client(&c).await;
     setup_crds(&c);
