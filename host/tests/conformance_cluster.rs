@@ -94,7 +94,7 @@ async fn pods_run_on_nodes_of_the_javascript_provider() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    install_plugin_crd(
+    install_wasm_crd(
         &c,
         &plugin_path("static-inventory"),
         "staticnodeclasses.example.karpenter.sh",

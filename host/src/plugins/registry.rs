@@ -217,8 +217,13 @@ impl Registry {
             if file.starts_with('.') {
                 continue;
             }
-            if let Some(name) = file.strip_suffix(".wasm") {
-                names.push(name.to_string());
+            if let Some(name) = file
+                .strip_suffix(".wasm")
+                .or_else(|| file.strip_suffix(".wasm.zst"))
+            {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
             } else if let Some(name) = file.strip_suffix(".yaml") {
                 configs.push(name.to_string());
             }
@@ -245,10 +250,14 @@ impl Registry {
             Ok(m) => (m.len(), m.modified().ok().map(|t| t.into_std())),
             Err(_) => (0, None),
         };
-        let mut out: Stamp = [format!("{name}.wasm"), format!("{name}.yaml")]
-            .iter()
-            .map(|f| stamp(&self.dir, f))
-            .collect();
+        let mut out: Stamp = [
+            format!("{name}.wasm"),
+            format!("{name}.wasm.zst"),
+            format!("{name}.yaml"),
+        ]
+        .iter()
+        .map(|f| stamp(&self.dir, f))
+        .collect();
         // A new file on the volume under the same name reloads too.
         if let (Some(volume), Some(path)) = (
             &self.sources.volume,
@@ -292,10 +301,7 @@ impl Registry {
                 anyhow::bail!("both {name}.wasm and a source in {name}.yaml: keep one")
             }
             (Some(source), false) => self.sources.read(&source).await?,
-            (None, _) => self
-                .dir
-                .read(format!("{name}.wasm"))
-                .with_context(|| format!("reading {name}.wasm"))?,
+            (None, _) => self.read_wasm(name)?,
         };
         let mut h = Sha256::new();
         h.update(&wasm);

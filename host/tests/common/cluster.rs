@@ -574,7 +574,7 @@ pub fn helm_bin(c: &Cluster) -> PathBuf {
 
 /// The CRD of each NodeClass kind a built plugin serves, applied and
 /// Established (`crd`: e.g. `staticnodeclasses.example.karpenter.sh`).
-pub fn install_plugin_crd(c: &Cluster, wasm: &std::path::Path, crd: &str) {
+pub fn install_wasm_crd(c: &Cluster, wasm: &std::path::Path, crd: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
         .args(["plugin", "crd"])
         .arg(wasm)
