@@ -262,7 +262,7 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    install_plugin_crd(&c, "azure", "aksnodeclasses.karpenter.azure.com");
+    install_plugin_crds(&c, "azure", &["aksnodeclasses.karpenter.azure.com"]);
     remove_leftovers(&c, &client).await;
     let ns = format!("e2e-azure-{}", std::process::id());
     namespace(&client, &ns).await;

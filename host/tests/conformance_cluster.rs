@@ -94,10 +94,10 @@ async fn pods_run_on_nodes_of_the_javascript_provider() {
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);
-    install_wasm_crd(
+    install_wasm_crds(
         &c,
         &plugin_path("static-inventory"),
-        "staticnodeclasses.example.karpenter.sh",
+        &["staticnodeclasses.example.karpenter.sh"],
     );
     let id = std::process::id();
     let (ns, pool) = (format!("e2e-static-{id}"), format!("static-{id}"));

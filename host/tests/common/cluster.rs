@@ -267,38 +267,6 @@ pub fn kubectl(c: &Cluster, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The NodeClass CRDs a built plugin serves (`karpenter plugin crd`),
-/// applied and established.
-pub fn install_plugin_crds(c: &Cluster, plugin: &str, crds: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "crd"])
-        .arg(repo().join(format!("target/plugins/{plugin}.wasm")))
-        .output()
-        .expect("karpenter plugin crd");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = std::env::temp_dir().join(format!("{plugin}-crd-{}.yaml", std::process::id()));
-    std::fs::write(&file, &out.stdout).expect("write");
-    kubectl(
-        c,
-        &["apply", "--server-side", "-f", file.to_str().expect("path")],
-    );
-    for crd in crds {
-        kubectl(
-            c,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                &format!("crd/{crd}"),
-            ],
-        );
-    }
-}
-
 /// The CRDs from the chart and the kwok plugin's NodeClass CRD from its schema.
 pub fn install_crds(c: &Cluster) {
     let crds = repo().join("charts/karpenter/crds");
@@ -309,14 +277,25 @@ pub fn install_crds(c: &Cluster) {
     for crd in ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh"] {
         wait_established(c, crd);
     }
-    install_plugin_crd(c, "kwok", "kwoknodeclasses.karpenter.kwok.sh");
+    install_plugin_crds(c, "kwok", &["kwoknodeclasses.karpenter.kwok.sh"]);
 }
 
-/// A plugin's NodeClass CRD, from `karpenter plugin crd`, established.
-pub fn install_plugin_crd(c: &Cluster, plugin: &str, crd: &str) {
+/// The NodeClass CRDs of a built plugin (`target/plugins/<plugin>.wasm`),
+/// applied and established.
+pub fn install_plugin_crds(c: &Cluster, plugin: &str, crds: &[&str]) {
+    install_wasm_crds(
+        c,
+        &repo().join(format!("target/plugins/{plugin}.wasm")),
+        crds,
+    );
+}
+
+/// The NodeClass CRDs a plugin file serves, from `karpenter plugin crd`,
+/// applied and established.
+pub fn install_wasm_crds(c: &Cluster, wasm: &std::path::Path, crds: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
         .args(["plugin", "crd"])
-        .arg(repo().join(format!("target/plugins/{plugin}.wasm")))
+        .arg(wasm)
         .output()
         .expect("karpenter plugin crd");
     assert!(
@@ -324,13 +303,20 @@ pub fn install_plugin_crd(c: &Cluster, plugin: &str, crd: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let file = std::env::temp_dir().join(format!("{plugin}-crd-{}.yaml", std::process::id()));
-    std::fs::write(&file, &out.stdout).expect("write");
+    let file = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(file.path(), &out.stdout).expect("write");
     kubectl(
         c,
-        &["apply", "--server-side", "-f", file.to_str().expect("path")],
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            file.path().to_str().expect("path"),
+        ],
     );
-    wait_established(c, crd);
+    for crd in crds {
+        wait_established(c, crd);
+    }
 }
 
 fn wait_established(c: &Cluster, crd: &str) {
@@ -570,39 +556,4 @@ impl Controller {
 /// The cluster's helm, built with its other binaries.
 pub fn helm_bin(c: &Cluster) -> PathBuf {
     std::path::Path::new(&c.kubectl).with_file_name("helm")
-}
-
-/// The CRD of each NodeClass kind a built plugin serves, applied and
-/// Established (`crd`: e.g. `staticnodeclasses.example.karpenter.sh`).
-pub fn install_wasm_crd(c: &Cluster, wasm: &std::path::Path, crd: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "crd"])
-        .arg(wasm)
-        .output()
-        .expect("karpenter plugin crd");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = tempfile::NamedTempFile::new().expect("tmp");
-    std::fs::write(file.path(), &out.stdout).expect("write");
-    kubectl(
-        c,
-        &[
-            "apply",
-            "--server-side",
-            "-f",
-            file.path().to_str().expect("path"),
-        ],
-    );
-    kubectl(
-        c,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            &format!("crd/{crd}"),
-        ],
-    );
 }
