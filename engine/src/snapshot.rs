@@ -340,6 +340,22 @@ pub struct Taint {
     pub effect: TaintEffect,
 }
 
+impl Taint {
+    /// Karpenter's known ephemeral taints: a node carries them while it
+    /// starts (not ready yet, no cloud provider yet, not registered), so on a
+    /// managed node that is not initialized they do not keep pods away.
+    pub fn is_ephemeral(&self) -> bool {
+        use TaintEffect::*;
+        match (self.key.as_str(), self.effect) {
+            ("node.kubernetes.io/not-ready", NoSchedule | NoExecute) => true,
+            ("node.kubernetes.io/unreachable", NoSchedule) => true,
+            ("node.cloudprovider.kubernetes.io/uninitialized", NoSchedule) => self.value == "true",
+            (crate::labels::UNREGISTERED_TAINT, NoExecute) => true,
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TaintEffect {
     NoSchedule,

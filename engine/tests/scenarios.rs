@@ -428,6 +428,42 @@ fn startup_taints_do_not_block_in_flight_nodeclaims() {
     );
 }
 
+/// A node that just registered is NotReady for a moment; the not-ready
+/// taint it carries then is Karpenter's "known ephemeral" kind and does not
+/// send its pods to a new NodeClaim. Once initialized, the same taint counts.
+#[test]
+fn ephemeral_taints_only_block_initialized_nodes() {
+    let plan_for = |initialized: bool| {
+        let mut s = snapshot(vec![pool("default", d_series())], pods("p", 1, 500, 0));
+        let mut n = node("starting", 4, 16, &[]);
+        n.initialized = initialized;
+        n.node_pool = Some("default".into());
+        n.taints = vec![
+            taint("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule),
+            taint(
+                "node.kubernetes.io/unreachable",
+                "",
+                TaintEffect::NoSchedule,
+            ),
+            taint(
+                "node.cloudprovider.kubernetes.io/uninitialized",
+                "true",
+                TaintEffect::NoSchedule,
+            ),
+        ];
+        s.nodes = vec![n];
+        schedule(&s)
+    };
+    let starting = plan_for(false);
+    assert!(starting.new_node_claims.is_empty());
+    assert_eq!(
+        target_of(&starting, "p-0"),
+        Some(&Target::ExistingNode("starting".into()))
+    );
+    let broken = plan_for(true);
+    assert_eq!(broken.new_node_claims.len(), 1);
+}
+
 #[test]
 fn daemonset_overhead_is_added_to_new_nodeclaims() {
     let ds = DaemonSet {

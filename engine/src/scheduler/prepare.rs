@@ -632,6 +632,7 @@ impl<'s> Prepared<'s> {
                     .taints
                     .iter()
                     .filter(|t| t.key != UNREGISTERED_TAINT)
+                    .filter(|t| n.initialized || n.node_pool.is_none() || !t.is_ephemeral())
                     .filter(|t| {
                         n.initialized
                             || !pool.is_some_and(|p| {
