@@ -9,4 +9,5 @@ pub mod controller;
 pub mod crds;
 pub mod plugins;
 pub mod simulate;
+pub mod slim;
 pub mod snapshot;

@@ -6,10 +6,11 @@
 //! most of the controller's memory.
 
 use super::metrics::Metrics;
-use crate::crds::{NodeClaim, NodePool};
+use crate::crds::{NodeClaim, NodePool, labels};
+use crate::slim::Pod;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -31,9 +32,22 @@ pub struct Cluster {
     /// A pod became provisionable, a NodeClaim went away or a NodePool
     /// changed: the provisioner should open a batch.
     pub provision: broadcast::Sender<()>,
-    /// A Node changed. Loops subscribe once they lead; a standby replica's
-    /// watchers keep their stores warm without queueing anything.
-    pub node_events: broadcast::Sender<Arc<Node>>,
+    /// A Node changed or went away. Loops subscribe once they lead; a
+    /// standby replica's watchers keep their stores warm without queueing
+    /// anything.
+    pub node_events: broadcast::Sender<NodeChange>,
+    /// A NodeClaim changed or went away: the lifecycle reconciles it.
+    pub node_claim_events: broadcast::Sender<ObjectRef<NodeClaim>>,
+}
+
+/// Which Node changed: enough to look it, or its NodeClaim, up. Signals
+/// carry names rather than objects because a broadcast channel keeps its
+/// last [`SIGNAL_BUFFER`] messages alive, which at 1,000 Nodes would be
+/// thousands of Node copies.
+#[derive(Clone, Debug)]
+pub struct NodeChange {
+    pub name: String,
+    pub provider_id: Option<String>,
 }
 
 /// Signals are hints (every loop also looks again on a timer), so a slow
@@ -45,6 +59,7 @@ impl Cluster {
     pub fn start(client: &Client, metrics: Arc<Metrics>) -> Cluster {
         let (provision_tx, _) = broadcast::channel(SIGNAL_BUFFER);
         let (nodes_tx, _) = broadcast::channel(SIGNAL_BUFFER);
+        let (claims_tx, _) = broadcast::channel(SIGNAL_BUFFER);
 
         let tx = provision_tx.clone();
         let pods = spawn(
@@ -66,7 +81,10 @@ impl Cluster {
         let tx = nodes_tx.clone();
         let nodes_store = spawn(Api::<Node>::all(client.clone()), trim, move |e| {
             if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
-                let _ = tx.send(Arc::new(n.clone()));
+                let _ = tx.send(NodeChange {
+                    name: n.name_any(),
+                    provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+                });
             }
         });
         let tx = provision_tx.clone();
@@ -75,12 +93,21 @@ impl Cluster {
                 let _ = tx.send(());
             }
         });
-        let tx = provision_tx.clone();
-        let node_claims = spawn(Api::<NodeClaim>::all(client.clone()), trim, move |e| {
-            if let watcher::Event::Delete(_) = e {
-                let _ = tx.send(());
-            }
-        });
+        let (tx, changed) = (provision_tx.clone(), claims_tx.clone());
+        let node_claims = spawn(
+            Api::<NodeClaim>::all(client.clone()),
+            trim_node_claim,
+            move |e| match e {
+                watcher::Event::Apply(c) => {
+                    let _ = changed.send(ObjectRef::from_obj(c));
+                }
+                watcher::Event::Delete(c) => {
+                    let _ = tx.send(());
+                    let _ = changed.send(ObjectRef::from_obj(c));
+                }
+                _ => {}
+            },
+        );
         let daemon_sets = spawn(Api::<DaemonSet>::all(client.clone()), trim, |_| {});
         let pdbs = spawn(
             Api::<PodDisruptionBudget>::all(client.clone()),
@@ -96,6 +123,7 @@ impl Cluster {
             pdbs,
             provision: provision_tx,
             node_events: nodes_tx,
+            node_claim_events: claims_tx,
         }
     }
 
@@ -111,8 +139,8 @@ impl Cluster {
     }
 
     /// The NodeClaim a Node belongs to, by providerID.
-    pub fn node_claim_of(&self, node: &Node) -> Option<ObjectRef<NodeClaim>> {
-        let id = node.spec.as_ref()?.provider_id.as_deref()?;
+    pub fn node_claim_of(&self, node: &NodeChange) -> Option<ObjectRef<NodeClaim>> {
+        let id = node.provider_id.as_deref()?;
         self.node_claims
             .find(|c| c.provider_id() == Some(id))
             .map(|c| ObjectRef::from_obj(&*c))
@@ -181,35 +209,29 @@ fn trim<K: ResourceExt>(o: &mut K) {
         .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
-/// Keeps what scheduling, disruption and termination read.
+/// A launched NodeClaim keeps only its own instance type in its
+/// instance-type requirement: the hundreds of types it was created with
+/// matter until launch, and are most of its size.
+fn trim_node_claim(c: &mut NodeClaim) {
+    trim(c);
+    let launched = c
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::INSTANCE_TYPE))
+        .cloned();
+    let Some(launched) = launched.filter(|_| c.provider_id().is_some()) else {
+        return;
+    };
+    for r in &mut c.spec.requirements {
+        if r.key == labels::INSTANCE_TYPE && r.operator == "In" && r.values.contains(&launched) {
+            r.values = vec![launched.clone()];
+        }
+    }
+}
+
+/// A pod is parsed into [`Pod`] (only the fields decisions read); of its
+/// metadata, managed fields and the last-applied annotation go.
 fn trim_pod(p: &mut Pod) {
     trim(p);
-    if let Some(spec) = p.spec.as_mut() {
-        for c in spec
-            .containers
-            .iter_mut()
-            .chain(spec.init_containers.iter_mut().flatten())
-        {
-            c.env = None;
-            c.env_from = None;
-            c.command = None;
-            c.args = None;
-            c.volume_mounts = None;
-            c.liveness_probe = None;
-            c.readiness_probe = None;
-            c.startup_probe = None;
-            c.lifecycle = None;
-            c.security_context = None;
-        }
-        spec.ephemeral_containers = None;
-    }
-    if let Some(status) = p.status.take() {
-        p.status = Some(PodStatus {
-            phase: status.phase,
-            conditions: status.conditions,
-            nominated_node_name: status.nominated_node_name,
-            start_time: status.start_time,
-            ..PodStatus::default()
-        });
-    }
 }

@@ -2,6 +2,7 @@
 //! capability's `node-internal-ips`) in step with the Node watcher, so a
 //! provider picking node addresses sees the ones in use.
 
+use super::cluster::NodeChange;
 use crate::plugins::capabilities::cluster::ClusterView;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
@@ -20,7 +21,7 @@ pub fn internal_ips(nodes: &[Arc<Node>]) -> Vec<String> {
 
 pub async fn run(
     nodes: Store<Node>,
-    mut events: broadcast::Receiver<Arc<Node>>,
+    mut events: broadcast::Receiver<NodeChange>,
     view: Arc<ClusterView>,
 ) {
     loop {

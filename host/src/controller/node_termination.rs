@@ -8,10 +8,12 @@
 use super::Ctx;
 use crate::crds::NodeClaim;
 use crate::crds::labels::{DISRUPTED_TAINT, TERMINATION_FINALIZER};
+use crate::slim::Pod;
 use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,8 +31,15 @@ pub async fn run(ctx: Arc<Ctx>) {
         let node = match initial.next() {
             Some(n) => n,
             None => match nodes.recv().await {
-                Ok(n) => n,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Ok(change) => match ctx.cluster.nodes.get(&ObjectRef::new(&change.name)) {
+                    Some(n) => n,
+                    None => continue,
+                },
+                // Missed changes: look at every Node again.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    initial = ctx.cluster.nodes.state().into_iter();
+                    continue;
+                }
                 Err(_) => return,
             },
         };
@@ -102,8 +111,10 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
             if p.metadata.deletion_timestamp.is_some() && !grace_over {
                 continue;
             }
-            let api =
-                Api::<Pod>::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
+            let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+                ctx.client.clone(),
+                &p.namespace().unwrap_or_default(),
+            );
             let r = if grace_over {
                 api.delete(&p.name_any(), &DeleteParams::default().grace_period(0))
                     .await

@@ -27,18 +27,22 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
         let types = instance_types(np, manifests, registry).await?;
         node_pools.push(snapshot::nodepools::node_pool(np, &types)?);
     }
+    let all_pods: Vec<crate::slim::Pod> = manifests
+        .pods
+        .iter()
+        .cloned()
+        .map(crate::slim::Pod::from)
+        .collect();
     let mut nodes = Vec::new();
     for node in &manifests.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        let bound: Vec<_> = manifests
-            .pods
+        let bound: Vec<_> = all_pods
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
             .collect();
         nodes.push(snapshot::nodes::node(node, &bound)?);
     }
-    let pending: Vec<_> = manifests
-        .pods
+    let pending: Vec<_> = all_pods
         .iter()
         .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
         .collect();

@@ -9,12 +9,13 @@
 use super::cluster::{Objects, in_flight, is_daemon_set_pod, is_provisionable, is_terminal};
 use super::{nodes, pods};
 use crate::crds::{NodeClaim, NodePool, labels};
+use crate::slim::Pod;
 use anyhow::Context;
 use engine::disruption::{
     Budget, ClusterNode, ConsolidationPolicy, DisruptionNodePool, DisruptionOptions,
     DisruptionReason, DisruptionSnapshot, NodePod, PodDisruptionBudget,
 };
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1 as policy;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -1,8 +1,9 @@
 //! Nodes (with the pods bound to them) into the engine.
 
 use super::pods;
+use crate::slim::Pod;
 use anyhow::{Context, bail};
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 
 pub fn taint(t: &Taint) -> anyhow::Result<engine::Taint> {
     Ok(engine::Taint {

@@ -1,6 +1,7 @@
 //! Pods and DaemonSets into the engine.
 
 use super::{add, labels, max_into, resource_list};
+use crate::slim;
 use anyhow::{Context, bail};
 use engine::ResourceList;
 use k8s_openapi::api::core::v1 as core;
@@ -8,9 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 /// The pod's effective requests as the scheduler sees them: the larger of
 /// the containers' sum and any init container, plus the pod overhead.
-pub fn requests(spec: &core::PodSpec) -> anyhow::Result<ResourceList> {
-    let container =
-        |c: &core::Container| resource_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+pub fn requests(spec: &slim::PodSpec) -> anyhow::Result<ResourceList> {
+    let container = |c: &slim::pod::Container| {
+        resource_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+    };
     let mut sum = ResourceList::new();
     for c in &spec.containers {
         add(
@@ -31,7 +33,7 @@ pub fn requests(spec: &core::PodSpec) -> anyhow::Result<ResourceList> {
     Ok(sum)
 }
 
-fn host_ports(spec: &core::PodSpec) -> Vec<engine::HostPort> {
+fn host_ports(spec: &slim::PodSpec) -> Vec<engine::HostPort> {
     let mut out = Vec::new();
     for c in spec
         .containers
@@ -240,7 +242,7 @@ fn spread(c: &core::TopologySpreadConstraint) -> anyhow::Result<engine::Topology
 
 /// A pending pod. `creation` orders pods created at the same instant; the
 /// caller passes the creation timestamp in seconds (or an index for files).
-pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
+pub fn pod(p: &slim::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
     let name = p.metadata.name.clone().unwrap_or_default();
     let build = || -> anyhow::Result<engine::Pod> {
         let spec = p.spec.as_ref().context("pod has no spec")?;
@@ -289,8 +291,9 @@ pub fn pod(p: &core::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
 }
 
 /// A pod already bound to a node: what it uses and what others must respect.
-pub fn bound_pod(p: &core::Pod) -> anyhow::Result<engine::BoundPod> {
-    let spec = p.spec.clone().unwrap_or_default();
+pub fn bound_pod(p: &slim::Pod) -> anyhow::Result<engine::BoundPod> {
+    let none = slim::PodSpec::default();
+    let spec = p.spec.as_ref().unwrap_or(&none);
     let anti = spec
         .affinity
         .as_ref()
@@ -303,8 +306,8 @@ pub fn bound_pod(p: &core::Pod) -> anyhow::Result<engine::BoundPod> {
             .unwrap_or_else(|| "default".into()),
         name: p.metadata.name.clone().unwrap_or_default(),
         labels: labels(p.metadata.labels.as_ref()),
-        requests: requests(&spec)?,
-        host_ports: host_ports(&spec),
+        requests: requests(spec)?,
+        host_ports: host_ports(spec),
         pod_anti_affinity: anti.map(anti_affinity_of).transpose()?,
     })
 }
@@ -312,7 +315,7 @@ pub fn bound_pod(p: &core::Pod) -> anyhow::Result<engine::BoundPod> {
 pub fn daemon_set(ds: &k8s_openapi::api::apps::v1::DaemonSet) -> anyhow::Result<engine::DaemonSet> {
     let name = ds.metadata.name.clone().unwrap_or_default();
     let build = || -> anyhow::Result<engine::DaemonSet> {
-        let spec = ds.spec.template.spec.clone().unwrap_or_default();
+        let spec = slim::PodSpec::from(ds.spec.template.spec.clone().unwrap_or_default());
         Ok(engine::DaemonSet {
             namespace: ds
                 .metadata

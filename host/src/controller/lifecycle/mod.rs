@@ -18,7 +18,6 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::watcher;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,30 +37,48 @@ pub(crate) enum Step {
 
 pub async fn run(ctx: Arc<Ctx>) {
     let cluster = ctx.cluster.clone();
-    let node_triggers =
-        futures::stream::unfold(ctx.cluster.node_events.subscribe(), |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(n) => return Some((n, rx)),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return None,
-                }
+    // A missed Node change is only a hint lost: a claim waiting for its Node
+    // requeues itself on a timer.
+    let node_triggers = signals(ctx.cluster.node_events.subscribe())
+        .filter_map(move |n| std::future::ready(n.and_then(|n| cluster.node_claim_of(&n))));
+    // The NodeClaims come from the cluster's store rather than a watcher of
+    // their own: one copy of each in memory. Every stored claim is looked at
+    // when this replica starts leading and whenever changes were missed.
+    let store = ctx.cluster.node_claims.clone();
+    let initial = futures::stream::iter(store.state());
+    let changes = signals(ctx.cluster.node_claim_events.subscribe()).flat_map({
+        let store = store.clone();
+        move |change| {
+            let claims = match change {
+                Some(r) => store.get(&r).into_iter().collect(),
+                None => store.state(),
+            };
+            futures::stream::iter(claims)
+        }
+    });
+    Controller::for_shared_stream(initial.chain(changes), store)
+        .with_config(Config::default().concurrency(ctx.options.launch_concurrency))
+        .reconcile_on(node_triggers)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "nodeclaim reconcile");
             }
         })
-        .filter_map(move |n| std::future::ready(cluster.node_claim_of(&n)));
-    Controller::new(
-        Api::<NodeClaim>::all(ctx.client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .with_config(Config::default().concurrency(ctx.options.launch_concurrency))
-    .reconcile_on(node_triggers)
-    .run(reconcile, error_policy, ctx)
-    .for_each(|r| async move {
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "nodeclaim reconcile");
+        .await;
+}
+
+/// A broadcast as a stream; `None` where messages were missed.
+fn signals<T: Clone + Send + 'static>(
+    rx: tokio::sync::broadcast::Receiver<T>,
+) -> impl futures::Stream<Item = Option<T>> + Send {
+    futures::stream::unfold(rx, |mut rx| async move {
+        match rx.recv().await {
+            Ok(n) => Some((Some(n), rx)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some((None, rx)),
+            Err(_) => None,
         }
     })
-    .await;
 }
 
 fn error_policy(nc: Arc<NodeClaim>, e: &Error, _: Arc<Ctx>) -> Action {
