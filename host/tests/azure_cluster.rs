@@ -10,132 +10,16 @@
 
 mod common;
 
+use common::arm::{ArmEmulator, TENANT, vms};
 use common::cluster::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
-use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000a2e2";
-const RESOURCE_GROUP: &str = "rg-aks-flex-e2e";
-const NODE_RESOURCE_GROUP: &str = "MC_rg-aks-flex-e2e_aks_southcentralus";
-const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
-const CLIENT: &str = "0d0b4a36-4fb5-4a2a-9ea5-5c1a8b2e6a11";
 const CPU_POOL: &str = "azure-cpu-nodepool";
 const GPU_POOL: &str = "azure-gpu-nodepool";
-
-fn emulator_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("AZURE_EMULATOR_BIN") {
-        return p.into();
-    }
-    // target/<profile>/deps/<this test> -> target/<profile>/azure-emulator
-    let exe = std::env::current_exe().expect("test binary");
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target dir")
-        .join("azure-emulator");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p azure-emulator` with this test's profile",
-        bin.display()
-    );
-    bin
-}
-
-/// The `azure-emulator` process: ARM, the token endpoint and the VMs'
-/// kubelets; killed when dropped.
-struct ArmEmulator {
-    child: Child,
-    base: String,
-    ca_file: PathBuf,
-    http: reqwest::Client,
-    stderr: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl ArmEmulator {
-    fn start(c: &Cluster, fail: &[&str]) -> ArmEmulator {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let ca_file = dir.path().join("emulator-ca.pem");
-        let token_file = dir.path().join("kube-token");
-        std::fs::write(&token_file, &c.token).expect("token");
-        let stderr = dir.path().join("emulator.log");
-        let mut cmd = Command::new(emulator_bin());
-        cmd.args(["--location", "southcentralus", "--require-auth", "--tls"])
-            .arg("--ca-out")
-            .arg(&ca_file)
-            .args(["--kube-endpoint", &c.endpoint, "--kube-ca-file", &c.ca_file])
-            .arg("--kube-token-file")
-            .arg(&token_file);
-        for f in fail {
-            cmd.args(["--fail", f]);
-        }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).expect("log"))
-            .spawn()
-            .expect("start azure-emulator");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the emulator says where it listens");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        let ca = std::fs::read(&ca_file).expect("the emulator's CA");
-        let http = reqwest::Client::builder()
-            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("pem"))
-            .build()
-            .expect("client");
-        ArmEmulator {
-            child,
-            base: format!("https://{addr}"),
-            ca_file,
-            http,
-            stderr,
-            _dir: dir,
-        }
-    }
-
-    async fn state(&self) -> Value {
-        self.http
-            .get(format!("{}/admin/state", self.base))
-            .send()
-            .await
-            .expect("admin state")
-            .json()
-            .await
-            .expect("json")
-    }
-
-    fn requests(state: &Value) -> Vec<String> {
-        state["requests"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.as_str().map(str::to_string))
-            .collect()
-    }
-}
-
-impl Drop for ArmEmulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- emulator log ---\n{}",
-                std::fs::read_to_string(&self.stderr).unwrap_or_default()
-            );
-        }
-    }
-}
 
 fn example(name: &str) -> String {
     repo()
@@ -144,19 +28,6 @@ fn example(name: &str) -> String {
         .to_str()
         .expect("path")
         .to_string()
-}
-
-/// VMs of the emulator as (name, size, zone number or "").
-fn vms(state: &Value) -> Vec<(String, String, String)> {
-    state["vmDetails"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|v| {
-            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
-            (s("key"), s("size"), s("zone"))
-        })
-        .collect()
 }
 
 async fn pool_nodes(client: &kube::Client, pool: &str) -> Vec<Node> {
@@ -269,39 +140,12 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
 
     // The first VM created in zone 1 fails with ZonalAllocationFailed.
     let arm = ArmEmulator::start(&c, &["ZonalAllocationFailed:1"]);
-    let federated = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(federated.path(), "eyJhbGciOiJSUzI1NiJ9.e30.c2ln").expect("write");
-    // The settings of the seed's values file, the ARM endpoint overridden.
-    let config = json!({
-        "allowedHosts": [arm.base],
-        "tokens": true,
-        "settings": {
-            "ARM_CLOUD": "AzurePublicCloud",
-            "ARM_ENDPOINT": arm.base,
-            "PRICES_ENDPOINT": arm.base,
-            "LOCATION": "southcentralus",
-            "ARM_RESOURCE_GROUP": RESOURCE_GROUP,
-            "AZURE_SUBSCRIPTION_ID": SUBSCRIPTION,
-            "AZURE_NODE_RESOURCE_GROUP": NODE_RESOURCE_GROUP,
-            "SSH_PUBLIC_KEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e e2e@karpenter",
-            "VNET_SUBNET_ID": format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks"),
-            "KUBELET_BOOTSTRAP_TOKEN": "abcdef.0123456789abcdef",
-        },
-    });
-    let federated_path = federated.path().to_str().expect("path");
-    let ca = arm.ca_file.to_str().expect("path");
-    let controller = Controller::start_with(
-        &c,
-        "azure",
-        config,
-        &[
-            ("AZURE_CLIENT_ID", CLIENT),
-            ("AZURE_TENANT_ID", TENANT),
-            ("AZURE_FEDERATED_TOKEN_FILE", federated_path),
-            ("AZURE_AUTHORITY_HOST", arm.base.as_str()),
-        ],
-        &["--disable-leader-election", "--trusted-ca-file", ca],
-    );
+    let env = arm.identity_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut args = arm.trust_args();
+    args.push("--disable-leader-election".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let controller = Controller::start_env(&c, &[arm.plugin()], &env, &args);
 
     for f in ["nodeclass.yaml", "cpu_nodepool.yaml", "gpu_nodepool.yaml"] {
         kubectl(&c, &["apply", "-f", &example(f)]);

@@ -11,6 +11,8 @@
 mod common;
 
 use common::cluster::*;
+use karpenter::crds::NodeClaim;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use std::time::{Duration, Instant};
 
 fn rss_kib(pid: u32, field: &str) -> u64 {
@@ -69,6 +71,12 @@ async fn one_thousand_nodes_and_ten_thousand_pods() {
     })
     .await;
     let created = started.elapsed();
+    // One of them, as the floor measurement below copies it.
+    let template = claims_of(&client, pool)
+        .await
+        .into_iter()
+        .next()
+        .expect("a NodeClaim");
     let batches: Vec<String> = controller
         .log()
         .lines()
@@ -104,5 +112,52 @@ async fn one_thousand_nodes_and_ten_thousand_pods() {
         rss_kib(pid, "VmRSS:"),
         rss_kib(pid, "VmHWM:")
     );
+    // The controller's log outlives the test, for reading its decisions.
+    let log = std::env::temp_dir().join("karpenter-scale-controller.log");
+    let _ = std::fs::write(&log, controller.log());
+    eprintln!("controller log: {}", log.display());
     clean_up(&client, ns, pool).await;
+    drop(controller);
+
+    // The floor: the same 1,000 NodeClaims created straight into the now
+    // idle API server, as many at a time as the provisioner sends.
+    let floor = create_copies(&client, &template, 1000).await;
+    eprintln!(
+        "the API server alone creates 1,000 such NodeClaims in {:.1}s ({} bytes of JSON each)",
+        floor.as_secs_f64(),
+        serde_json::to_vec(&template).map_or(0, |v| v.len())
+    );
+}
+
+/// Creates `n` copies of `template` (64 at a time, as the provisioner does)
+/// under a NodePool name no controller knows, then deletes them; returns how
+/// long the creates took.
+async fn create_copies(client: &kube::Client, template: &NodeClaim, n: usize) -> Duration {
+    use futures::StreamExt;
+    let api: Api<NodeClaim> = Api::all(client.clone());
+    let mut copy = NodeClaim::new("", template.spec.clone());
+    copy.metadata.generate_name = Some("apibench-".into());
+    copy.metadata.labels =
+        Some([("karpenter.sh/nodepool".to_string(), "apibench".to_string())].into());
+    copy.metadata.annotations = template.metadata.annotations.clone();
+    copy.metadata.name = None;
+    let started = Instant::now();
+    let failed = futures::stream::iter(0..n)
+        .map(|_| {
+            let (api, copy) = (api.clone(), copy.clone());
+            async move { api.create(&PostParams::default(), &copy).await.is_err() }
+        })
+        .buffered(64)
+        .filter(|failed| std::future::ready(*failed))
+        .count()
+        .await;
+    let took = started.elapsed();
+    assert_eq!(failed, 0, "creates failed");
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("karpenter.sh/nodepool=apibench"),
+    )
+    .await
+    .expect("delete the copies");
+    took
 }

@@ -9,62 +9,20 @@
 
 mod common;
 
-use common::cluster::{self as e2e, Cluster, Controller, PluginSetup};
+use common::cluster::{self as e2e, Cluster, Controller};
+use common::nebius::{HUB_ADDRESS, emulator, nebius_plugin};
 use k8s_openapi::api::core::v1::{Event, Node};
 use karpenter::crds::NodeClaim;
 use kube::api::{Api, DeleteParams, ListParams};
-use nebius_emulator::{Emulator, Kube, Options};
+use nebius_emulator::Emulator;
 use serde_json::json;
 use std::collections::HashSet;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
-
-const HUB_ADDRESS: &str = "100.96.0.1";
 
 /// The scenarios share one cluster, and each runs its own controller: one at
 /// a time.
 static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
-
-async fn emulator(c: &Cluster) -> (Arc<Emulator>, String, tokio::task::JoinHandle<()>) {
-    let emulator = Emulator::new(Options {
-        kube: Some(Kube {
-            endpoint: c.endpoint.clone(),
-            ca_pem: std::fs::read(&c.ca_file).expect("ca"),
-            token: c.token.clone(),
-        }),
-        ..Options::default()
-    })
-    .expect("emulator");
-    let (addr, server) = emulator.clone().serve(0).await.expect("serve");
-    (emulator, addr.to_string(), server)
-}
-
-/// The Nebius plugin as an operator would configure it for the emulator.
-pub fn nebius_plugin(addr: &str) -> PluginSetup {
-    let base = format!("http://{addr}");
-    PluginSetup {
-        name: "nebius".into(),
-        wasm: common::plugin_wasm("nebius"),
-        config: json!({
-            "allowedHosts": [base],
-            "h2cHosts": [addr],
-            "secrets": ["nebius-credentials/credentials.json"],
-            "settings": {
-                "NEBIUS_API_ENDPOINT": base,
-                "NEBIUS_IAM_ENDPOINT": base,
-                "KUBELET_BOOTSTRAP_TOKEN": "abcdef.0123456789abcdef",
-                "OPERATION_POLL_MS": "100",
-                "WIREGUARD_HUB_ENDPOINT": "20.91.194.208:51820",
-                "WIREGUARD_HUB_PUBLIC_KEY": "aHViLXB1YmxpYy1rZXk=",
-                "WIREGUARD_HUB_ADDRESS": HUB_ADDRESS,
-            },
-        }),
-        secrets: vec![(
-            "nebius-credentials/credentials.json".into(),
-            nebius_emulator::iam::test_credentials().to_vec(),
-        )],
-    }
-}
 
 fn setup_crds(c: &Cluster) {
     e2e::install_crds(c);

@@ -1,8 +1,10 @@
 //! Helpers shared by the host's integration tests.
 #![allow(dead_code)]
 
+pub mod arm;
 pub mod cluster;
 pub mod https;
+pub mod nebius;
 
 use std::path::PathBuf;
 
