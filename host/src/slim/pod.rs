@@ -53,9 +53,19 @@ pub struct Container {
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     pub phase: Option<String>,
-    pub conditions: Option<Vec<core::PodCondition>>,
+    pub conditions: Option<Vec<PodCondition>>,
     pub nominated_node_name: Option<String>,
     pub start_time: Option<Time>,
+}
+
+/// A condition's type, status and reason: all that is read of them.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    pub reason: Option<String>,
 }
 
 impl kube::Resource for Pod {
@@ -117,7 +127,15 @@ impl From<core::PodStatus> for PodStatus {
     fn from(s: core::PodStatus) -> Self {
         PodStatus {
             phase: s.phase,
-            conditions: s.conditions,
+            conditions: s.conditions.map(|cs| {
+                cs.into_iter()
+                    .map(|c| PodCondition {
+                        type_: c.type_,
+                        status: c.status,
+                        reason: c.reason,
+                    })
+                    .collect()
+            }),
             nominated_node_name: s.nominated_node_name,
             start_time: s.start_time,
         }

@@ -48,6 +48,21 @@ pub(crate) async fn launch(
         );
         return Ok(Step::Wait(Duration::from_secs(30)));
     };
+    // The store can lag behind this controller's own status write; read the
+    // NodeClaim afresh rather than ask the cloud for the instance again.
+    match Api::<NodeClaim>::all(ctx.client.clone())
+        .get_opt(&nc.name_any())
+        .await?
+    {
+        None => return Ok(Step::Deleted),
+        Some(fresh) => {
+            let fresh = fresh.status.unwrap_or_default();
+            if conditions::is_true(&fresh.conditions, LAUNCHED) {
+                *status = fresh;
+                return Ok(Step::Continue);
+            }
+        }
+    }
     let claim = objects::node_claim(nc, None)?;
     let instance = match plugin.create(&claim, &class).await {
         Ok(i) => i,
