@@ -1,9 +1,9 @@
 //! The controller's view of the cluster: one watcher per kind feeding an
 //! in-memory store, and the signals other loops wake on.
 //!
-//! Objects are trimmed before they are stored (managed fields, container
-//! environment and commands, most of the pod status): at 10,000 pods that is
-//! most of the controller's memory.
+//! Pods are stored as [`crate::slim::Pod`] (only the fields decisions read);
+//! every object loses its managed fields and last-applied annotation, and a
+//! launched NodeClaim its list of candidate instance types.
 
 use super::metrics::Metrics;
 use crate::crds::{NodeClaim, NodePool, labels};
@@ -62,22 +62,18 @@ impl Cluster {
         let (claims_tx, _) = broadcast::channel(SIGNAL_BUFFER);
 
         let tx = provision_tx.clone();
-        let pods = spawn(
-            Api::<Pod>::all(client.clone()),
-            trim_pod,
-            move |e| match e {
-                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                    if crate::snapshot::cluster::is_provisionable(p) {
-                        let _ = tx.send(());
-                    }
-                    observe_startup(&metrics, p, matches!(e, watcher::Event::InitApply(_)));
+        let pods = spawn(Api::<Pod>::all(client.clone()), trim, move |e| match e {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                if crate::snapshot::cluster::is_provisionable(p) {
+                    let _ = tx.send(());
                 }
-                watcher::Event::Delete(p) => {
-                    metrics.pod_gone(p.metadata.uid.as_deref().unwrap_or_default())
-                }
-                _ => {}
-            },
-        );
+                observe_startup(&metrics, p, matches!(e, watcher::Event::InitApply(_)));
+            }
+            watcher::Event::Delete(p) => {
+                metrics.pod_gone(p.metadata.uid.as_deref().unwrap_or_default())
+            }
+            _ => {}
+        });
         let tx = nodes_tx.clone();
         let nodes_store = spawn(Api::<Node>::all(client.clone()), trim, move |e| {
             if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
@@ -228,10 +224,4 @@ fn trim_node_claim(c: &mut NodeClaim) {
             r.values = vec![launched.clone()];
         }
     }
-}
-
-/// A pod is parsed into [`Pod`] (only the fields decisions read); of its
-/// metadata, managed fields and the last-applied annotation go.
-fn trim_pod(p: &mut Pod) {
-    trim(p);
 }
