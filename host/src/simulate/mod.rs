@@ -40,7 +40,7 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
             .collect();
-        nodes.push(snapshot::nodes::node(node, &bound)?);
+        nodes.push(snapshot::nodes::node(node, None, &bound)?);
     }
     let pending: Vec<_> = all_pods
         .iter()

@@ -92,18 +92,25 @@ pub fn build(objects: &Objects, pools: &[engine::NodePool]) -> Converted {
         }
     }
 
+    let claims: BTreeMap<&str, &NodeClaim> = objects
+        .node_claims
+        .iter()
+        .filter_map(|c| Some((c.provider_id()?, c.as_ref())))
+        .collect();
     let mut out_nodes = Vec::new();
     let mut provider_ids = BTreeSet::new();
     for n in objects.nodes {
         let name = n.metadata.name.as_deref().unwrap_or_default();
-        if let Some(id) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+        let provider_id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        if let Some(id) = provider_id {
             provider_ids.insert(id);
         }
         if n.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let pods = bound.get(name).map(Vec::as_slice).unwrap_or_default();
-        match nodes::node(n, pods) {
+        let claim = provider_id.and_then(|id| claims.get(id).copied());
+        match nodes::node(n, claim, pods) {
             Ok(node) => out_nodes.push(node),
             Err(e) => skipped.push(format!("{e:#}")),
         }
@@ -147,12 +154,7 @@ pub fn build(objects: &Objects, pools: &[engine::NodePool]) -> Converted {
 /// limits as the largest.
 pub fn in_flight(c: &NodeClaim, pools: &[engine::NodePool]) -> anyhow::Result<engine::Node> {
     let name = c.metadata.name.clone().unwrap_or_default();
-    let mut node_labels: engine::Labels = super::labels(c.metadata.labels.as_ref());
-    for r in &c.spec.requirements {
-        if r.operator == "In" && r.values.len() == 1 {
-            node_labels.insert(r.key.clone(), r.values[0].clone());
-        }
-    }
+    let node_labels = nodes::claim_labels(c);
     let node_pool = c.node_pool().map(str::to_string);
     let status = c.status.as_ref();
     let (allocatable, capacity) = match status.filter(|s| !s.allocatable.is_empty()) {

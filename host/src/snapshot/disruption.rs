@@ -176,7 +176,7 @@ fn cluster_node(
     inputs: &Inputs,
     hashes: &BTreeMap<String, String>,
 ) -> anyhow::Result<ClusterNode> {
-    let mut cn = from_engine_node(nodes::node(n, &[])?);
+    let mut cn = from_engine_node(nodes::node(n, claim, &[])?);
     let name = cn.name.clone();
     cn.pods = bound
         .iter()

@@ -1,6 +1,7 @@
-//! Nodes (with the pods bound to them) into the engine.
+//! Nodes (with the pods bound to them, and their NodeClaims) into the engine.
 
 use super::pods;
+use crate::crds::{NodeClaim, labels};
 use crate::slim::Pod;
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -22,38 +23,79 @@ pub fn effect(e: &str) -> anyhow::Result<engine::TaintEffect> {
     })
 }
 
-/// A Node and the pods bound to it. `initialized` is Karpenter's notion (the
-/// karpenter.sh/initialized label) for managed nodes; unmanaged Ready nodes
-/// count as initialized.
-pub fn node(node: &Node, bound: &[&Pod]) -> anyhow::Result<engine::Node> {
+/// A Node and the pods bound to it, as Karpenter's cluster state sees it.
+/// A managed node (one with a NodeClaim, or the nodepool label) counts as
+/// initialized only with the karpenter.sh/initialized label; unmanaged Ready
+/// nodes count as initialized. Until its kubelet has caught up, a managed
+/// node borrows from its NodeClaim: labels and taints until it is
+/// registered, resources the Node does not report yet until it is
+/// initialized; its startup taints do not count until then either. Without
+/// this, a starting node whose labels are still being synced would turn
+/// away the pods it was launched for.
+pub fn node(
+    node: &Node,
+    claim: Option<&NodeClaim>,
+    bound: &[&Pod],
+) -> anyhow::Result<engine::Node> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let build = || -> anyhow::Result<engine::Node> {
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let spec = node.spec.clone().unwrap_or_default();
-        let status = node.status.clone().unwrap_or_default();
-        let node_pool = labels.get("karpenter.sh/nodepool").cloned();
-        let ready = status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let node_labels = node.metadata.labels.as_ref();
+        let label = |k: &str| node_labels.and_then(|l| l.get(k)).map(String::as_str);
+        let status = node.status.as_ref();
+        let node_pool = label(labels::NODE_POOL)
+            .or_else(|| claim.and_then(|c| c.node_pool()))
+            .map(str::to_string);
         let initialized = match &node_pool {
-            Some(_) => labels
-                .get("karpenter.sh/initialized")
-                .is_some_and(|v| v == "true"),
-            None => ready,
-        };
-        Ok(engine::Node {
-            labels: super::labels(Some(&labels)),
-            taints: spec
-                .taints
-                .iter()
+            Some(_) => label(labels::INITIALIZED) == Some("true"),
+            None => status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
                 .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True"),
+        };
+        let registered = label(labels::REGISTERED) == Some("true");
+        let mut engine_labels = super::labels(node_labels);
+        let mut node_taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let mut allocatable = super::resource_list(status.and_then(|s| s.allocatable.as_ref()))
+            .context("allocatable")?;
+        let mut capacity =
+            super::resource_list(status.and_then(|s| s.capacity.as_ref())).context("capacity")?;
+        let mut startup_taints: &[Taint] = &[];
+        if let Some(c) = claim {
+            if !registered {
+                for (k, v) in claim_labels(c) {
+                    engine_labels.insert(k, v);
+                }
+                node_taints = &c.spec.taints;
+            }
+            if !initialized {
+                startup_taints = &c.spec.startup_taints;
+                if let Some(s) = &c.status {
+                    fill_missing(
+                        &mut allocatable,
+                        &super::resource_list(Some(&s.allocatable))?,
+                    );
+                    fill_missing(&mut capacity, &super::resource_list(Some(&s.capacity))?);
+                }
+            }
+        }
+        Ok(engine::Node {
+            labels: engine_labels,
+            taints: node_taints
+                .iter()
+                .filter(|t| {
+                    !startup_taints
+                        .iter()
+                        .any(|s| s.key == t.key && s.effect == t.effect)
+                })
                 .map(taint)
                 .collect::<anyhow::Result<_>>()?,
-            allocatable: super::resource_list(status.allocatable.as_ref())
-                .context("allocatable")?,
-            capacity: Some(super::resource_list(status.capacity.as_ref()).context("capacity")?),
+            allocatable,
+            capacity: Some(capacity),
             pods: bound
                 .iter()
                 .map(|p| pods::bound_pod(p))
@@ -65,4 +107,26 @@ pub fn node(node: &Node, bound: &[&Pod]) -> anyhow::Result<engine::Node> {
         })
     };
     build().with_context(|| format!("node {name}"))
+}
+
+/// The labels a NodeClaim promises its node: its own, and every requirement
+/// that allows one value.
+pub fn claim_labels(c: &NodeClaim) -> engine::Labels {
+    let mut out = super::labels(c.metadata.labels.as_ref());
+    for r in &c.spec.requirements {
+        if r.operator == "In" && r.values.len() == 1 {
+            out.insert(r.key.clone(), r.values[0].clone());
+        }
+    }
+    out
+}
+
+/// Resources `have` lacks or reports as zero, taken from `promised`.
+fn fill_missing(have: &mut engine::ResourceList, promised: &engine::ResourceList) {
+    for (k, v) in promised.iter() {
+        let e = have.entry_or_insert_with(k, || 0);
+        if *e == 0 {
+            *e = *v;
+        }
+    }
 }

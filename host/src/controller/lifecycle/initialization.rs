@@ -1,11 +1,13 @@
-//! Initialization: the Node is Ready, its startup taints are gone and every
-//! resource the NodeClaim was made for shows up in its allocatable. Only
+//! Initialization: the Node is Ready, its startup taints and Karpenter's
+//! known ephemeral taints (not-ready, unreachable, unregistered, cloud
+//! provider uninitialized) are gone, and every resource the NodeClaim was
+//! made for shows up in its allocatable. Only
 //! then is it Initialized (and the NodeClaim Ready), and disruption may
 //! consider it.
 
 use super::Step;
 use crate::controller::{Ctx, conditions};
-use crate::crds::labels::{INITIALIZED as INITIALIZED_LABEL, UNREGISTERED_TAINT};
+use crate::crds::labels::INITIALIZED as INITIALIZED_LABEL;
 use crate::crds::nodeclaim::conditions::{INITIALIZED, REGISTERED};
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use k8s_openapi::api::core::v1::Node;
@@ -93,9 +95,6 @@ pub fn not_initialized(nc: &NodeClaim, node: &Node) -> Option<String> {
         .and_then(|s| s.taints.as_ref())
         .cloned()
         .unwrap_or_default();
-    if taints.iter().any(|t| t.key == UNREGISTERED_TAINT) {
-        return Some("Node still has the unregistered taint".into());
-    }
     if let Some(t) = taints.iter().find(|t| {
         nc.spec
             .startup_taints
@@ -103,6 +102,17 @@ pub fn not_initialized(nc: &NodeClaim, node: &Node) -> Option<String> {
             .any(|s| s.key == t.key && s.effect == t.effect)
     }) {
         return Some(format!("StartupTaint {:?} still exists", t.key));
+    }
+    // An initialized node's taints all count in scheduling, so one that is
+    // still tainted not-ready would turn away the pods it was made for.
+    if let Some(t) = taints
+        .iter()
+        .find(|t| crate::snapshot::nodes::taint(t).is_ok_and(|t| t.is_ephemeral()))
+    {
+        return Some(format!(
+            "KnownEphemeralTaint \"{}:{}\" still exists",
+            t.key, t.effect
+        ));
     }
     let allocatable = status.and_then(|s| s.allocatable.as_ref());
     for (name, q) in nc.spec.resources.iter().flat_map(|r| &r.requests) {
@@ -118,4 +128,71 @@ pub fn not_initialized(nc: &NodeClaim, node: &Node) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c"},
+            "spec": {
+                "nodeClassRef": {"group": "g", "kind": "K", "name": "n"},
+                "requirements": [],
+                "startupTaints": [{"key": "example.com/agent", "effect": "NoSchedule"}],
+                "resources": {"requests": {"cpu": "1"}}
+            }
+        }))
+        .expect("a NodeClaim")
+    }
+
+    fn ready_node(taints: serde_json::Value) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"},
+            "spec": {"taints": taints},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "2"}
+            }
+        }))
+        .expect("a Node")
+    }
+
+    #[test]
+    fn a_ready_node_waits_for_its_ephemeral_and_startup_taints() {
+        let nc = claim();
+        assert_eq!(
+            not_initialized(&nc, &ready_node(serde_json::json!([]))),
+            None
+        );
+        let why = not_initialized(
+            &nc,
+            &ready_node(
+                serde_json::json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+            ),
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("KnownEphemeralTaint \"node.kubernetes.io/not-ready:NoSchedule\" still exists")
+        );
+        let why = not_initialized(
+            &nc,
+            &ready_node(serde_json::json!([{"key": "example.com/agent", "effect": "NoSchedule"}])),
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("StartupTaint \"example.com/agent\" still exists")
+        );
+        // A taint of the user's own is no reason to wait.
+        assert_eq!(
+            not_initialized(
+                &nc,
+                &ready_node(
+                    serde_json::json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+                )
+            ),
+            None
+        );
+    }
 }

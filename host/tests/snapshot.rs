@@ -1,0 +1,111 @@
+//! The cluster as the scheduler sees it: a starting node borrows from its
+//! NodeClaim what its kubelet has not reported yet, as Karpenter's cluster
+//! state does, so the pods it was launched for still count on it.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use karpenter::crds::NodeClaim;
+use karpenter::snapshot::cluster::{Objects, build};
+use serde_json::json;
+use std::sync::Arc;
+
+fn claim(name: &str) -> Arc<NodeClaim> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default", "team": "web"}},
+            "spec": {
+                "nodeClassRef": {"group": "g", "kind": "K", "name": "n"},
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m-2"]}],
+                "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "example.com/agent", "effect": "NoSchedule"}]
+            },
+            "status": {
+                "providerID": format!("test://{name}"),
+                "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"},
+                "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}
+            }
+        }))
+        .expect("a NodeClaim"),
+    )
+}
+
+/// A Node as a kubelet registers it: none of the NodePool's labels or
+/// taints yet, a startup taint, and no resources reported.
+fn starting_node(name: &str, labels: serde_json::Value) -> Arc<Node> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "providerID": format!("test://{name}"),
+                "taints": [
+                    {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+                    {"key": "example.com/agent", "effect": "NoSchedule"}
+                ]
+            },
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]}
+        }))
+        .expect("a Node"),
+    )
+}
+
+fn pending_web_pod() -> Arc<karpenter::slim::Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "namespace": "default", "uid": "u-0"},
+        "spec": {
+            "nodeSelector": {"team": "web", "node.kubernetes.io/instance-type": "m-2"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
+        },
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    }))
+    .expect("a Pod");
+    Arc::new(pod.into())
+}
+
+fn plan(nodes: &[Arc<Node>], claims: &[Arc<NodeClaim>]) -> engine::Plan {
+    let converted = build(
+        &Objects {
+            pods: &[pending_web_pod()],
+            nodes,
+            node_claims: claims,
+            daemon_sets: &[],
+        },
+        &[],
+    );
+    assert!(converted.skipped.is_empty(), "{:?}", converted.skipped);
+    engine::schedule(&engine::Snapshot {
+        nodes: converted.nodes,
+        pods: converted.pods,
+        ..engine::Snapshot::default()
+    })
+}
+
+#[test]
+fn an_unregistered_node_takes_the_pods_its_claim_was_made_for() {
+    let plan = plan(&[starting_node("c-1", json!({}))], &[claim("c-1")]);
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    assert_eq!(
+        plan.placements[0].target,
+        engine::Target::ExistingNode("c-1".into())
+    );
+}
+
+#[test]
+fn a_registered_node_is_judged_by_its_own_labels() {
+    // Registered: the Node's labels are the truth, and these lack `team`.
+    let node = starting_node(
+        "c-1",
+        json!({"karpenter.sh/registered": "true", "karpenter.sh/nodepool": "default"}),
+    );
+    let plan = plan(&[node], &[claim("c-1")]);
+    assert_eq!(plan.unschedulable.len(), 1, "{plan:#?}");
+}
+
+#[test]
+fn an_unmanaged_node_lends_nothing() {
+    let plan = plan(&[starting_node("other", json!({}))], &[claim("c-1")]);
+    // The pod goes to the NodeClaim still in flight, not the unmanaged node.
+    assert_eq!(
+        plan.placements[0].target,
+        engine::Target::ExistingNode("c-1".into())
+    );
+}
