@@ -1,30 +1,56 @@
 //! Kubernetes Events on NodeClaims, Nodes and pods, in Karpenter's words.
-//! Repeats of the same decision are dropped so a pending pod does not get
+//! The same event on the same object is published once per two minutes, as
+//! Karpenter's recorder does, and a decision (a pod's nomination, a node
+//! kept from disruption) only when it changes, so a pending pod does not get
 //! one event per batch, nor a kept node one per disruption pass.
+//!
+//! What is remembered is a hash per event, not the event: kube's recorder
+//! keeps every event it sent for six minutes, which at 10,000 pods was tens
+//! of megabytes, so each publish uses a recorder of its own.
 
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Karpenter's dedupe window for identical events.
+const DEDUPE: Duration = Duration::from_secs(120);
+/// Decisions remembered before the memory starts afresh.
+const MAX_REMEMBERED: usize = 100_000;
 
 pub struct Events {
-    recorder: Recorder,
-    /// Object uid to the last decision published for it.
-    decisions: Mutex<HashMap<String, String>>,
+    client: Client,
+    reporter: Reporter,
+    /// Hash of (object, type, reason, note) to when it was last published.
+    recent: Mutex<Recent>,
+    /// Object uid to the hash of the last decision published for it.
+    decisions: Mutex<HashMap<String, u64>>,
 }
 
-const MAX_REMEMBERED: usize = 100_000;
+#[derive(Default)]
+struct Recent {
+    published: HashMap<u64, Instant>,
+    /// Size after the last prune; the next prune comes at twice this.
+    pruned_at: usize,
+}
+
+fn hash_of(parts: &[&str]) -> u64 {
+    let mut h = DefaultHasher::new();
+    parts.hash(&mut h);
+    h.finish()
+}
 
 impl Events {
     pub fn new(client: Client, instance: &str) -> Self {
         Events {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: "karpenter".into(),
-                    instance: Some(instance.to_string()),
-                },
-            ),
+            client,
+            reporter: Reporter {
+                controller: "karpenter".into(),
+                instance: Some(instance.to_string()),
+            },
+            recent: Mutex::default(),
             decisions: Mutex::default(),
         }
     }
@@ -49,30 +75,47 @@ impl Events {
         reason: &str,
         note: String,
     ) {
-        self.publish_as(obj, type_, reason, reason.to_string(), note)
-            .await;
-    }
-
-    /// The recorder folds events with the same object, reason and action into
-    /// one series, keeping the first note; `action` tells them apart.
-    async fn publish_as<K: Resource<DynamicType = ()>>(
-        &self,
-        obj: &K,
-        type_: EventType,
-        reason: &str,
-        action: String,
-        note: String,
-    ) {
+        let uid = obj.meta().uid.as_deref().unwrap_or_default();
+        let kind = if type_ == EventType::Warning {
+            "W"
+        } else {
+            "N"
+        };
+        if !self.first_in_window(hash_of(&[uid, kind, reason, &note]), Instant::now()) {
+            return;
+        }
         let ev = Event {
             type_,
             reason: reason.to_string(),
             note: Some(note),
-            action,
+            action: reason.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
             tracing::debug!(reason, error = %e, "event not published");
         }
+    }
+
+    /// Whether an event with this hash was not published within [`DEDUPE`]
+    /// of `now`; records it as published now if so.
+    fn first_in_window(&self, key: u64, now: Instant) -> bool {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent
+            .published
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < DEDUPE)
+        {
+            return false;
+        }
+        recent.published.insert(key, now);
+        if recent.published.len() >= recent.pruned_at {
+            recent
+                .published
+                .retain(|_, at| now.duration_since(*at) < DEDUPE);
+            recent.pruned_at = (recent.published.len() * 2).max(1024);
+        }
+        true
     }
 
     /// Publishes a decision about an object (a pod's nomination, a node kept
@@ -85,7 +128,7 @@ impl Events {
         note: String,
     ) {
         let uid = obj.meta().uid.clone().unwrap_or_default();
-        let key = format!("{reason}\0{note}");
+        let key = hash_of(&[reason, &note]);
         {
             let mut seen = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
             if seen.get(&uid) == Some(&key) {
@@ -101,11 +144,24 @@ impl Events {
         } else {
             EventType::Normal
         };
-        // One series per distinct note: a node blocked first for one reason
-        // and then another gets an event for each.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&note, &mut h);
-        let action = format!("{reason}-{:08x}", std::hash::Hasher::finish(&h) as u32);
-        self.publish_as(obj, type_, reason, action, note).await;
+        self.publish(obj, type_, reason, note).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_same_event_is_published_once_per_window() {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
+        let events = Events::new(Client::try_from(config).expect("a client"), "test");
+        let t0 = Instant::now();
+        let a = hash_of(&["uid-1", "N", "Launched", "note"]);
+        let b = hash_of(&["uid-2", "N", "Launched", "note"]);
+        assert!(events.first_in_window(a, t0));
+        assert!(!events.first_in_window(a, t0 + Duration::from_secs(60)));
+        assert!(events.first_in_window(b, t0 + Duration::from_secs(60)));
+        assert!(events.first_in_window(a, t0 + DEDUPE + Duration::from_secs(1)));
     }
 }

@@ -3,5 +3,6 @@
 //! fields its decisions read.
 
 pub mod pod;
+pub mod shared;
 
 pub use pod::{Pod, PodSpec};

@@ -7,12 +7,15 @@
 //! fields here keep the API's names and types, so code reads them as it
 //! would a full Pod, and unknown fields are skipped while parsing.
 
+use super::shared::{Pool, Poolable, Shared};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::LazyLock;
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct Pod {
@@ -22,13 +25,29 @@ pub struct Pod {
     pub status: Option<PodStatus>,
 }
 
+/// The spec: the node it is bound to, and the rest, which the pods of one
+/// template share (see [`Shared`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(from = "PodSpecWire", into = "PodSpecWire")]
+pub struct PodSpec {
+    pub node_name: Option<String>,
+    pub template: Shared<Template>,
+}
+
+impl Deref for PodSpec {
+    type Target = Template;
+    fn deref(&self) -> &Template {
+        &self.template
+    }
+}
+
+/// What a pod's template decides: the same for every pod made from it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodSpec {
+pub struct Template {
     #[serde(default)]
     pub containers: Vec<Container>,
     pub init_containers: Option<Vec<Container>>,
-    pub node_name: Option<String>,
     pub node_selector: Option<BTreeMap<String, String>>,
     pub affinity: Option<core::Affinity>,
     pub tolerations: Option<Vec<core::Toleration>>,
@@ -37,6 +56,41 @@ pub struct PodSpec {
     pub priority_class_name: Option<String>,
     pub overhead: Option<BTreeMap<String, Quantity>>,
     pub termination_grace_period_seconds: Option<i64>,
+}
+
+static TEMPLATES: LazyLock<Pool<Template>> = LazyLock::new(Pool::new);
+
+impl Poolable for Template {
+    fn pool() -> &'static Pool<Self> {
+        &TEMPLATES
+    }
+}
+
+/// The spec as the API sends it.
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PodSpecWire {
+    node_name: Option<String>,
+    #[serde(flatten)]
+    template: Template,
+}
+
+impl From<PodSpecWire> for PodSpec {
+    fn from(w: PodSpecWire) -> Self {
+        PodSpec {
+            node_name: w.node_name,
+            template: w.template.into(),
+        }
+    }
+}
+
+impl From<PodSpec> for PodSpecWire {
+    fn from(s: PodSpec) -> Self {
+        PodSpecWire {
+            node_name: s.node_name,
+            template: (*s.template).clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -49,13 +103,36 @@ pub struct Container {
     pub restart_policy: Option<String>,
 }
 
+/// The status: when it started and where it is nominated, per pod; its
+/// phase and conditions, which most pods share.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
-    pub phase: Option<String>,
-    pub conditions: Option<Vec<PodCondition>>,
     pub nominated_node_name: Option<String>,
     pub start_time: Option<Time>,
+    #[serde(flatten)]
+    pub state: Shared<State>,
+}
+
+impl Deref for PodStatus {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct State {
+    pub phase: Option<String>,
+    pub conditions: Option<Vec<PodCondition>>,
+}
+
+static STATES: LazyLock<Pool<State>> = LazyLock::new(Pool::new);
+
+impl Poolable for State {
+    fn pool() -> &'static Pool<Self> {
+        &STATES
+    }
 }
 
 /// A condition's type, status and reason: all that is read of them.
@@ -106,19 +183,22 @@ impl From<core::Container> for Container {
 impl From<core::PodSpec> for PodSpec {
     fn from(s: core::PodSpec) -> Self {
         PodSpec {
-            containers: s.containers.into_iter().map(Container::from).collect(),
-            init_containers: s
-                .init_containers
-                .map(|cs| cs.into_iter().map(Container::from).collect()),
             node_name: s.node_name,
-            node_selector: s.node_selector,
-            affinity: s.affinity,
-            tolerations: s.tolerations,
-            topology_spread_constraints: s.topology_spread_constraints,
-            priority: s.priority,
-            priority_class_name: s.priority_class_name,
-            overhead: s.overhead,
-            termination_grace_period_seconds: s.termination_grace_period_seconds,
+            template: Template {
+                containers: s.containers.into_iter().map(Container::from).collect(),
+                init_containers: s
+                    .init_containers
+                    .map(|cs| cs.into_iter().map(Container::from).collect()),
+                node_selector: s.node_selector,
+                affinity: s.affinity,
+                tolerations: s.tolerations,
+                topology_spread_constraints: s.topology_spread_constraints,
+                priority: s.priority,
+                priority_class_name: s.priority_class_name,
+                overhead: s.overhead,
+                termination_grace_period_seconds: s.termination_grace_period_seconds,
+            }
+            .into(),
         }
     }
 }
@@ -126,18 +206,21 @@ impl From<core::PodSpec> for PodSpec {
 impl From<core::PodStatus> for PodStatus {
     fn from(s: core::PodStatus) -> Self {
         PodStatus {
-            phase: s.phase,
-            conditions: s.conditions.map(|cs| {
-                cs.into_iter()
-                    .map(|c| PodCondition {
-                        type_: c.type_,
-                        status: c.status,
-                        reason: c.reason,
-                    })
-                    .collect()
-            }),
             nominated_node_name: s.nominated_node_name,
             start_time: s.start_time,
+            state: State {
+                phase: s.phase,
+                conditions: s.conditions.map(|cs| {
+                    cs.into_iter()
+                        .map(|c| PodCondition {
+                            type_: c.type_,
+                            status: c.status,
+                            reason: c.reason,
+                        })
+                        .collect()
+                }),
+            }
+            .into(),
         }
     }
 }
