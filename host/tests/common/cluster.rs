@@ -95,6 +95,21 @@ impl PluginSetup {
     }
 }
 
+/// The controller's command, under `KARPENTER_TEST_CONTROLLER_WRAPPER` if set
+/// (say `heaptrack -o /tmp/karpenter`, with a build without mimalloc).
+fn wrapped(binary: &str) -> Command {
+    let wrapper = std::env::var("KARPENTER_TEST_CONTROLLER_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(words).arg(binary);
+            c
+        }
+        None => Command::new(binary),
+    }
+}
+
 impl Controller {
     /// The controller with the kwok plugin and these settings.
     pub fn start(c: &Cluster, settings: &[(&str, &str)], extra: &[&str]) -> Controller {
@@ -171,7 +186,7 @@ impl Controller {
         let metrics = free_port();
         let log = dir.path().join("controller.log");
         let out = std::fs::File::create(&log).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        let child = wrapped(env!("CARGO_BIN_EXE_karpenter"))
             .args([
                 "--log-level",
                 "info,karpenter=debug",
