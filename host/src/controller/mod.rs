@@ -12,6 +12,7 @@
 //! Architecture Invariant: no decision about which nodes to run is made
 //! here: that is `engine`'s. No cloud is named here: that is the plugins'.
 
+pub mod batch_writes;
 pub mod batcher;
 pub mod cluster;
 pub mod conditions;
@@ -88,6 +89,7 @@ pub struct Ctx {
     pub instance_types: instance_types::InstanceTypeCache,
     pub unavailable: unavailable::UnavailableOfferings,
     pub nominations: nominations::Nominations,
+    pub batch_writes: batch_writes::BatchWrites,
     pub options: Options,
 }
 
@@ -108,6 +110,7 @@ impl Ctx {
             instance_types: Default::default(),
             unavailable: Default::default(),
             nominations: Default::default(),
+            batch_writes: Default::default(),
             options,
         })
     }

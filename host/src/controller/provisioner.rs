@@ -134,11 +134,13 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
         .collect();
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let metrics = ctx.metrics.clone();
+    let writing = ctx.batch_writes.start();
     let created: Vec<Option<String>> = futures::stream::iter(objects)
         .map(move |object| create(api.clone(), metrics.clone(), object))
         .buffered(64)
         .collect()
         .await;
+    drop(writing);
     drop(snapshot);
 
     publish_decisions(ctx, &plan, &created);

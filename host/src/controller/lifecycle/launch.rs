@@ -21,6 +21,7 @@ pub(crate) async fn launch(
     if conditions::is_true(&status.conditions, LAUNCHED) {
         return Ok(Step::Continue);
     }
+    ctx.batch_writes.settled().await;
     let generation = nc.metadata.generation;
     let r = &nc.spec.node_class_ref;
     let not_launched = |status: &mut NodeClaimStatus, reason: &str, message: &str| {
