@@ -132,7 +132,7 @@ async fn one_thousand_nodes_and_ten_thousand_pods() {
     );
 
     let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
-    clean_up(&client, ns, pool).await;
+    clean_up_within(&client, ns, pool, Duration::from_secs(600)).await;
     drop(controller);
 }
 

@@ -127,7 +127,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             .trim_end_matches('/')
             .to_string()
     });
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let client =
+        crate::controller::api_client::client(config).context("building the Kubernetes client")?;
     let ca = match &args.cluster_ca_file {
         Some(p) => files::read_to_string(p)?,
         None => String::new(),

@@ -12,6 +12,7 @@
 //! Architecture Invariant: no decision about which nodes to run is made
 //! here: that is `engine`'s. No cloud is named here: that is the plugins'.
 
+pub mod api_client;
 pub mod batch_writes;
 pub mod batcher;
 pub mod cluster;

@@ -81,13 +81,16 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         }
         taint(&nodes, &node).await?;
         let grace_over = grace_period_over(ctx, &node);
+        // Not `into_iter().filter().collect()`: that reuses the whole store's
+        // buffer, and a thousand nodes draining at once each held one.
         let pods: Vec<Arc<Pod>> = ctx
             .cluster
             .pods
             .state()
-            .into_iter()
+            .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
             .filter(|p| !is_terminal(p) && !is_daemon_set_pod(p) && !is_mirror(p))
+            .cloned()
             .collect();
         if pods.is_empty() {
             break;

@@ -501,6 +501,11 @@ pub async fn kwok_nodes(client: &Client, pool: &str) -> Vec<Node> {
 /// Removes a scenario's objects; the controller must still run, since its
 /// finalizers delete the instances.
 pub async fn clean_up(client: &Client, ns: &str, pool: &str) {
+    clean_up_within(client, ns, pool, Duration::from_secs(90)).await;
+}
+
+/// [`clean_up`], waiting up to `wait` for the instances to go.
+pub async fn clean_up_within(client: &Client, ns: &str, pool: &str, wait: Duration) {
     let _ = Api::<Namespace>::all(client.clone())
         .delete(ns, &DeleteParams::default())
         .await;
@@ -513,7 +518,7 @@ pub async fn clean_up(client: &Client, ns: &str, pool: &str) {
             &ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")),
         )
         .await;
-    wait_for("instances deleted", Duration::from_secs(90), || async {
+    wait_for("instances deleted", wait, || async {
         let claims = claims_of(client, pool).await.len();
         let nodes = kwok_nodes(client, pool).await.len();
         if claims == 0 && nodes == 0 {

@@ -1,0 +1,48 @@
+//! The controller's Kubernetes client: kube's middleware (base URL, auth,
+//! extra headers) over one multiplexed HTTP/2 connection.
+//!
+//! kube's own client speaks HTTP/1.1, where every request in flight holds a
+//! TLS connection of its own. A burst of 1,000 launches opened hundreds of
+//! them, each with its buffers (tens of megabytes in all) and a handshake
+//! the API server paid for in CPU. client-go uses HTTP/2 for the same
+//! reason; an API server that does not offer it still gets HTTP/1.1.
+
+use anyhow::Context;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::{Body, ConfigExt};
+use std::time::Duration;
+use tower::ServiceBuilder;
+
+pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
+    let tls = config
+        .rustls_client_config()
+        .context("TLS settings for the API server")?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(config.connect_timeout);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    let http: HttpClient<_, Body> = HttpClient::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        // A dead connection would otherwise stall every watch on it.
+        .http2_keep_alive_interval(Some(Duration::from_secs(30)))
+        .http2_keep_alive_timeout(Duration::from_secs(10))
+        .http2_keep_alive_while_idle(true)
+        // Initial lists of thousands of pods arrive on the same connection.
+        .http2_adaptive_window(true)
+        .build(https);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer().context("API server credentials")?)
+        .layer(config.extra_headers_layer().context("extra headers")?)
+        .map_err(tower::BoxError::from)
+        .service(http);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
