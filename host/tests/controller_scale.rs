@@ -136,7 +136,7 @@ async fn one_thousand_nodes_and_ten_thousand_pods() {
     drop(controller);
 }
 
-/// Creates `n` copies of `template` (64 at a time, as the provisioner does)
+/// Creates `n` copies of `template` (as many at a time as the provisioner)
 /// under a NodePool name no controller knows, then deletes them; returns how
 /// long the creates took.
 async fn create_copies(client: &kube::Client, template: &NodeClaim, n: usize) -> Duration {
@@ -154,7 +154,7 @@ async fn create_copies(client: &kube::Client, template: &NodeClaim, n: usize) ->
             let (api, copy) = (api.clone(), copy.clone());
             async move { api.create(&PostParams::default(), &copy).await.is_err() }
         })
-        .buffered(64)
+        .buffered(karpenter::controller::provisioner::CREATES_IN_FLIGHT)
         .filter(|failed| std::future::ready(*failed))
         .count()
         .await;
