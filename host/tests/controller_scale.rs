@@ -7,6 +7,10 @@
 //! 1,000 pods that each need their own node: the time from the batch closing
 //! to all 1,000 NodeClaims created (from the controller's own log), then
 //! 9,000 more pods on those 1,000 nodes, and the controller's peak RSS.
+//!
+//! To see where the memory goes: build without mimalloc
+//! (`--no-default-features`) and run with
+//! `KARPENTER_TEST_CONTROLLER_WRAPPER="heaptrack -o /tmp/ht/karpenter.%p"`.
 
 mod common;
 
