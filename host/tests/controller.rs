@@ -48,6 +48,17 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
         scaled.elapsed().as_secs_f64()
     );
 
+    // A pod can run on its node a moment before the NodeClaim's own status
+    // write lands; a user would see it true a moment later too.
+    wait_for("NodeClaims Ready", Duration::from_secs(30), || async {
+        let claims = claims_of(&client, pool).await;
+        match claims.iter().find(|c| !c.is_true("Ready")) {
+            None if !claims.is_empty() => Ok(()),
+            None => Err("no NodeClaims".into()),
+            Some(c) => Err(format!("{} not Ready", c.name_any())),
+        }
+    })
+    .await;
     let claims = claims_of(&client, pool).await;
     assert!(!claims.is_empty(), "NodeClaims were created");
     let table = kubectl(

@@ -11,9 +11,11 @@ use anyhow::Context;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ConfigExt};
 use std::time::Duration;
 use tower::ServiceBuilder;
+use tower::retry::RetryLayer;
 
 pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
     let tls = config
@@ -38,8 +40,14 @@ pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
         // Initial lists of thousands of pods arrive on the same connection.
         .http2_adaptive_window(true)
         .build(https);
+    // As kube's own client: 429, 503 and 504 are retried with backoff,
+    // honouring Retry-After (API Priority and Fairness answers 429).
+    let retry = config
+        .default_retry
+        .then(|| RetryLayer::new(RetryPolicy::server_retry()));
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        .option_layer(retry)
         .option_layer(config.auth_layer().context("API server credentials")?)
         .layer(config.extra_headers_layer().context("extra headers")?)
         .map_err(tower::BoxError::from)
