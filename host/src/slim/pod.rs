@@ -28,9 +28,10 @@ pub struct Pod {
 /// The spec: the node it is bound to, and the rest, which the pods of one
 /// template share (see [`Shared`]).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-#[serde(from = "PodSpecWire", into = "PodSpecWire")]
+#[serde(rename_all = "camelCase")]
 pub struct PodSpec {
     pub node_name: Option<String>,
+    #[serde(flatten)]
     pub template: Shared<Template>,
 }
 
@@ -63,33 +64,6 @@ static TEMPLATES: LazyLock<Pool<Template>> = LazyLock::new(Pool::new);
 impl Poolable for Template {
     fn pool() -> &'static Pool<Self> {
         &TEMPLATES
-    }
-}
-
-/// The spec as the API sends it.
-#[derive(Clone, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PodSpecWire {
-    node_name: Option<String>,
-    #[serde(flatten)]
-    template: Template,
-}
-
-impl From<PodSpecWire> for PodSpec {
-    fn from(w: PodSpecWire) -> Self {
-        PodSpec {
-            node_name: w.node_name,
-            template: w.template.into(),
-        }
-    }
-}
-
-impl From<PodSpec> for PodSpecWire {
-    fn from(s: PodSpec) -> Self {
-        PodSpecWire {
-            node_name: s.node_name,
-            template: (*s.template).clone(),
-        }
     }
 }
 
@@ -267,6 +241,9 @@ mod tests {
         let full: core::Pod = serde_json::from_value(json.clone()).expect("full pod");
         let slim: Pod = serde_json::from_value(json).expect("slim pod");
         assert_eq!(slim, Pod::from(full));
+        let again: Pod = serde_json::from_value(serde_json::to_value(&slim).expect("serializes"))
+            .expect("parses again");
+        assert_eq!(again, slim);
         let spec = slim.spec.as_ref().expect("spec");
         assert_eq!(
             spec.containers[0].ports.as_ref().expect("ports")[0].host_port,
