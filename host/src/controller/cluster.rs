@@ -2,8 +2,9 @@
 //! in-memory store, and the signals other loops wake on.
 //!
 //! Pods are stored as [`crate::slim::Pod`] (only the fields decisions read);
-//! every object loses its managed fields and last-applied annotation, and a
-//! launched NodeClaim its list of candidate instance types.
+//! every object loses its managed fields and last-applied annotation, a Node
+//! the parts of its status nothing here reads (images, system info,
+//! volumes), and a launched NodeClaim its list of candidate instance types.
 
 use super::metrics::Metrics;
 use crate::crds::{NodeClaim, NodePool, labels};
@@ -75,7 +76,7 @@ impl Cluster {
             _ => {}
         });
         let tx = nodes_tx.clone();
-        let nodes_store = spawn(Api::<Node>::all(client.clone()), trim, move |e| {
+        let nodes_store = spawn(Api::<Node>::all(client.clone()), trim_node, move |e| {
             if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
                 let _ = tx.send(NodeChange {
                     name: n.name_any(),
@@ -199,10 +200,45 @@ fn observe_startup(metrics: &Metrics, p: &Pod, initial: bool) {
     }
 }
 
-fn trim<K: ResourceExt>(o: &mut K) {
-    o.managed_fields_mut().clear();
-    o.annotations_mut()
-        .remove("kubectl.kubernetes.io/last-applied-configuration");
+/// Fields are set to `None` rather than cleared, and short lists shrunk:
+/// a cleared or freshly parsed `Vec` keeps room for more, which across
+/// every stored object adds up to megabytes.
+fn trim<K: Resource>(o: &mut K) {
+    let m = o.meta_mut();
+    m.managed_fields = None;
+    if let Some(a) = &mut m.annotations {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if a.is_empty() {
+            m.annotations = None;
+        }
+    }
+    if let Some(refs) = &mut m.owner_references {
+        refs.shrink_to_fit();
+    }
+    if let Some(f) = &mut m.finalizers {
+        f.shrink_to_fit();
+    }
+}
+
+/// A real Node lists every image it has pulled: often most of its size.
+fn trim_node(n: &mut Node) {
+    trim(n);
+    if let Some(s) = &mut n.status {
+        s.images = None;
+        s.node_info = None;
+        s.volumes_attached = None;
+        s.volumes_in_use = None;
+        s.daemon_endpoints = None;
+        s.config = None;
+        s.runtime_handlers = None;
+        s.features = None;
+        if let Some(c) = &mut s.conditions {
+            c.shrink_to_fit();
+        }
+        if let Some(a) = &mut s.addresses {
+            a.shrink_to_fit();
+        }
+    }
 }
 
 /// A launched NodeClaim keeps only its own instance type in its
