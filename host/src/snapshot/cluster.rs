@@ -60,10 +60,8 @@ pub fn is_terminal(p: &Pod) -> bool {
 }
 
 pub fn is_daemon_set_pod(p: &Pod) -> bool {
-    p.metadata
-        .owner_references
+    p.owner_references()
         .iter()
-        .flatten()
         .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
 }
 

@@ -256,7 +256,7 @@ pub fn pod(p: &slim::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
             name: name.clone(),
             uid: p.metadata.uid.clone().unwrap_or_else(|| name.clone()),
             creation,
-            labels: labels(p.metadata.labels.as_ref()),
+            labels: labels(Some(p.labels())),
             requests: requests(spec)?,
             node_selector: labels(spec.node_selector.as_ref()),
             affinity: engine::Affinity {
@@ -305,7 +305,7 @@ pub fn bound_pod(p: &slim::Pod) -> anyhow::Result<engine::BoundPod> {
             .clone()
             .unwrap_or_else(|| "default".into()),
         name: p.metadata.name.clone().unwrap_or_default(),
-        labels: labels(p.metadata.labels.as_ref()),
+        labels: labels(Some(p.labels())),
         requests: requests(spec)?,
         host_ports: host_ports(spec),
         pod_anti_affinity: anti.map(anti_affinity_of).transpose()?,
