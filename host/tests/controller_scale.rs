@@ -14,7 +14,9 @@
 //!
 //! To see where the memory goes: build without mimalloc
 //! (`--no-default-features`) and run with
-//! `KARPENTER_TEST_CONTROLLER_WRAPPER="heaptrack -o /tmp/ht/karpenter.%p"`.
+//! `KARPENTER_TEST_CONTROLLER_WRAPPER=heaptrack`: each controller writes its
+//! own `heaptrack.karpenter.NUMBER.zst` in `host/` (an `-o` name is used as
+//! given, so two controllers would share it).
 
 mod common;
 

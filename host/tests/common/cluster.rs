@@ -96,7 +96,7 @@ impl PluginSetup {
 }
 
 /// The controller's command, under `KARPENTER_TEST_CONTROLLER_WRAPPER` if set
-/// (say `heaptrack -o /tmp/karpenter`, with a build without mimalloc).
+/// (say `heaptrack`, with a build without mimalloc).
 fn wrapped(binary: &str) -> Command {
     let wrapper = std::env::var("KARPENTER_TEST_CONTROLLER_WRAPPER").unwrap_or_default();
     let mut words = wrapper.split_whitespace();
