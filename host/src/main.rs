@@ -34,6 +34,7 @@ fn main() -> std::process::ExitCode {
 /// for them; some hosts give them unasked), every partly used region stays
 /// resident whole: with 1,000 nodes and 10,000 pods the controller's RSS was
 /// a third higher with them than without.
+///
 /// The setting is the process's, so it also covers the arena mapped before
 /// `main`; a kernel without it refuses and nothing changes.
 fn no_huge_pages() {
