@@ -206,18 +206,9 @@ fn observe_startup(metrics: &Metrics, p: &Pod, initial: bool) {
 fn trim<K: Resource>(o: &mut K) {
     let m = o.meta_mut();
     m.managed_fields = None;
-    if let Some(a) = &mut m.annotations {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
-        if a.is_empty() {
-            m.annotations = None;
-        }
-    }
-    if let Some(refs) = &mut m.owner_references {
-        refs.shrink_to_fit();
-    }
-    if let Some(f) = &mut m.finalizers {
-        f.shrink_to_fit();
-    }
+    m.annotations = crate::slim::stored_annotations(m.annotations.take());
+    shrink(&mut m.owner_references);
+    shrink(&mut m.finalizers);
 }
 
 /// A real Node lists every image it has pulled: often most of its size.
@@ -232,12 +223,14 @@ fn trim_node(n: &mut Node) {
         s.config = None;
         s.runtime_handlers = None;
         s.features = None;
-        if let Some(c) = &mut s.conditions {
-            c.shrink_to_fit();
-        }
-        if let Some(a) = &mut s.addresses {
-            a.shrink_to_fit();
-        }
+        shrink(&mut s.conditions);
+        shrink(&mut s.addresses);
+    }
+}
+
+fn shrink<T>(list: &mut Option<Vec<T>>) {
+    if let Some(l) = list {
+        l.shrink_to_fit();
     }
 }
 

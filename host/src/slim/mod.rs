@@ -6,3 +6,31 @@ pub mod pod;
 pub mod shared;
 
 pub use pod::{Pod, PodSpec};
+
+use std::collections::BTreeMap;
+
+/// Annotations as kept in memory: without kubectl's last-applied copy of
+/// the whole object, and `None` when nothing else is left.
+pub fn stored_annotations(
+    annotations: Option<BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    let mut a = annotations?;
+    a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    (!a.is_empty()).then_some(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_annotations_drop_kubectls_copy_and_keep_the_rest() {
+        let last = "kubectl.kubernetes.io/last-applied-configuration".to_string();
+        let only: BTreeMap<_, _> = [(last.clone(), "{}".to_string())].into();
+        assert_eq!(stored_annotations(Some(only)), None);
+        let both: BTreeMap<_, _> = [(last, "{}".into()), ("team".into(), "a".into())].into();
+        let kept = stored_annotations(Some(both)).expect("team is kept");
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["team"]);
+        assert_eq!(stored_annotations(None), None);
+    }
+}

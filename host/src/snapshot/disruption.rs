@@ -179,8 +179,8 @@ fn cluster_node(
     let mut cn = from_engine_node(nodes::node(n, claim, &[])?);
     let name = cn.name.clone();
     // Sized up front: collecting through `Result` cannot know the length,
-    // and grown by doubling, these (large) records took half again as much
-    // room across 10,000 pods.
+    // and grown by doubling, a node's ten pods took room for sixteen of
+    // these large records.
     cn.pods = Vec::with_capacity(bound.len());
     for p in bound {
         cn.pods
