@@ -151,6 +151,7 @@ async fn steps(ctx: &Ctx, nc: &NodeClaim, status: &mut NodeClaimStatus) -> anyho
 }
 
 /// Adds the termination finalizer (unless the NodeClaim is already going).
+/// The provisioner creates NodeClaims with it; this covers any made otherwise.
 async fn ensure_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> {
     if nc.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
         return Ok(());
