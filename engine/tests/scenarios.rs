@@ -656,7 +656,7 @@ fn pod_affinity_follows_existing_pods_zone() {
 fn existing_pods_anti_affinity_keeps_new_pods_away() {
     let mut s = snapshot(vec![pool("default", d_series())], Vec::new());
     let mut loner = bound("loner", &[("app", "loner")]);
-    loner.pod_anti_affinity = Some(PodAffinity {
+    loner.affinity.pod_anti_affinity = Some(PodAffinity {
         required: vec![term(ZONE, &[("app", "web")])],
         preferred: Vec::new(),
     });

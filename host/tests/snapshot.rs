@@ -109,3 +109,45 @@ fn an_unmanaged_node_lends_nothing() {
         engine::Target::ExistingNode("c-1".into())
     );
 }
+
+/// A pending pod of the `web` ReplicaSet, or of another template.
+fn web_pod(name: &str, cpu: &str) -> Arc<karpenter::slim::Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "uid": name,
+                     "labels": {"app": "web"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "r1"}]},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    }))
+    .expect("a Pod");
+    Arc::new(pod.into())
+}
+
+#[test]
+fn the_pods_of_one_template_share_what_it_decides() {
+    let converted = build(
+        &Objects {
+            pods: &[
+                web_pod("web-0", "1"),
+                web_pod("web-1", "1"),
+                web_pod("big", "2"),
+            ],
+            nodes: &[],
+            node_claims: &[],
+            daemon_sets: &[],
+        },
+        &[],
+    );
+    let [a, b, big] = converted.pods.as_slice() else {
+        panic!("three pods: {:?}", converted.pods);
+    };
+    assert_eq!((a.name.as_str(), b.name.as_str()), ("web-0", "web-1"));
+    assert!(
+        Arc::ptr_eq(&a.template, &b.template),
+        "one template, one copy"
+    );
+    assert!(!Arc::ptr_eq(&a.template, &big.template));
+    assert_eq!(a.requests.get("cpu"), Some(&1000));
+    assert_eq!(big.requests.get("cpu"), Some(&2000));
+    assert_eq!(big.labels, a.labels);
+}

@@ -11,9 +11,10 @@ use crate::disruption::{
 use crate::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
 use crate::map::StringMap;
 use crate::snapshot::{
-    DaemonSet, InstanceType, LabelSelector, NodePool, Pod, TopologySpreadConstraint,
+    DaemonSet, InstanceType, LabelSelector, NodePool, Pod, PodTemplate, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
+use std::sync::Arc;
 
 use super::{SplitMix64, instance_type};
 
@@ -34,12 +35,14 @@ fn pod(i: usize, rng: &mut SplitMix64) -> NodePod {
         name: format!("pod-{i}"),
         uid: format!("uid-{i:08}"),
         creation: i as i64,
-        labels: StringMap::from([("app".to_string(), app.clone())]),
-        requests: StringMap::from([
-            ("cpu".to_string(), *rng.pick(&CPUS)),
-            ("memory".to_string(), *rng.pick(&MEMS) * MI),
-        ]),
-        ..Pod::default()
+        template: Arc::new(PodTemplate {
+            labels: StringMap::from([("app".to_string(), app.clone())]),
+            requests: StringMap::from([
+                ("cpu".to_string(), *rng.pick(&CPUS)),
+                ("memory".to_string(), *rng.pick(&MEMS) * MI),
+            ]),
+            ..PodTemplate::default()
+        }),
     };
     // Some spread softly over zones, as many deployments do.
     if rng.below(10) == 0 {
@@ -113,7 +116,10 @@ pub fn disruption_snapshot(nodes: usize, pods: usize) -> DisruptionSnapshot {
                 namespace: daemon.namespace.clone(),
                 name: format!("agent-{n}"),
                 uid: format!("agent-{n:08}"),
-                requests: daemon.requests.clone(),
+                template: Arc::new(PodTemplate {
+                    requests: daemon.requests.clone(),
+                    ..PodTemplate::default()
+                }),
                 ..Pod::default()
             },
             daemon_set: true,

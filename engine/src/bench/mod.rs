@@ -9,11 +9,12 @@ mod disruption;
 pub use disruption::disruption_snapshot;
 
 use crate::map::StringMap;
+use std::sync::Arc;
 
 use crate::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
 use crate::snapshot::{
     Affinity, InstanceType, LabelSelector, NodePool, Offering, Operator, Overhead, Pod,
-    PodAffinity, PodAffinityTerm, Requirement, Snapshot, TopologySpreadConstraint,
+    PodAffinity, PodAffinityTerm, PodTemplate, Requirement, Snapshot, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
 
@@ -161,8 +162,13 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
             name: format!("pod-{i}"),
             uid: format!("uid-{i:08}"),
             creation: i as i64,
-            requests: StringMap::from([("cpu".to_string(), cpu), ("memory".to_string(), memory)]),
-            ..Pod::default()
+            template: Arc::new(PodTemplate {
+                requests: StringMap::from([
+                    ("cpu".to_string(), cpu),
+                    ("memory".to_string(), memory),
+                ]),
+                ..PodTemplate::default()
+            }),
         };
         let label = |pod: &mut Pod, key: &str, value: &str| {
             pod.labels.insert(key.to_string(), value.to_string());

@@ -530,7 +530,7 @@ impl<'a> BoundRef<'a> {
             labels: &b.labels,
             requests: &b.requests,
             host_ports: &b.host_ports,
-            anti_affinity: b.pod_anti_affinity.as_ref(),
+            anti_affinity: b.affinity.pod_anti_affinity.as_ref(),
         }
     }
 

@@ -102,17 +102,23 @@ pub fn pod(name: &str, cpu_milli: i64, mem: i64) -> Pod {
         namespace: "default".into(),
         name: name.into(),
         uid: format!("uid-{name}"),
-        requests: res(&[("cpu", cpu_milli), ("memory", mem)]),
+        template: std::sync::Arc::new(PodTemplate {
+            requests: res(&[("cpu", cpu_milli), ("memory", mem)]),
+            ..PodTemplate::default()
+        }),
         ..Pod::default()
     }
 }
 
+/// `n` pods of one template, as a Deployment's are: they share it.
 pub fn pods(prefix: &str, n: usize, cpu_milli: i64, mem: i64) -> Vec<Pod> {
+    let one = pod(prefix, cpu_milli, mem);
     (0..n)
-        .map(|i| {
-            let mut p = pod(&format!("{prefix}-{i}"), cpu_milli, mem);
-            p.creation = i as i64;
-            p
+        .map(|i| Pod {
+            name: format!("{prefix}-{i}"),
+            uid: format!("uid-{prefix}-{i}"),
+            creation: i as i64,
+            ..one.clone()
         })
         .collect()
 }
@@ -181,9 +187,11 @@ pub fn bound(name: &str, labels_: &[(&str, &str)]) -> BoundPod {
     BoundPod {
         namespace: "default".into(),
         name: name.into(),
-        labels: labels(labels_),
-        requests: res(&[("cpu", 100)]),
-        ..BoundPod::default()
+        template: std::sync::Arc::new(PodTemplate {
+            labels: labels(labels_),
+            requests: res(&[("cpu", 100)]),
+            ..PodTemplate::default()
+        }),
     }
 }
 

@@ -33,6 +33,7 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
         .cloned()
         .map(crate::slim::Pod::from)
         .collect();
+    let mut converter = snapshot::pods::Pods::default();
     let mut nodes = Vec::new();
     for node in &manifests.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -40,7 +41,7 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
             .collect();
-        nodes.push(snapshot::nodes::node(node, None, &bound)?);
+        nodes.push(snapshot::nodes::node(node, None, &bound, &mut converter)?);
     }
     let pending: Vec<_> = all_pods
         .iter()
@@ -49,7 +50,7 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
     let pods = pending
         .iter()
         .enumerate()
-        .map(|(i, p)| snapshot::pods::pod(p, i as i64))
+        .map(|(i, p)| converter.pod(p, i as i64))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let daemon_sets = manifests
         .daemon_sets

@@ -6,6 +6,7 @@ pub mod pod;
 pub mod shared;
 
 pub use pod::{Pod, PodSpec};
+pub use shared::Shared;
 
 use std::collections::BTreeMap;
 

@@ -25,6 +25,14 @@ impl<T> Clone for Shared<T> {
     }
 }
 
+impl<T> Shared<T> {
+    /// Where the held copy lives: equal for values shared from one pool
+    /// entry (and so equal in content), for as long as this one lives.
+    pub fn addr(this: &Self) -> usize {
+        Arc::as_ptr(&this.0) as usize
+    }
+}
+
 impl<T> Deref for Shared<T> {
     type Target = T;
     fn deref(&self) -> &T {

@@ -97,6 +97,7 @@ pub fn build(objects: &Objects, pools: &[engine::NodePool]) -> Converted {
         .collect();
     let mut out_nodes = Vec::new();
     let mut provider_ids = BTreeSet::new();
+    let mut converter = pods::Pods::default();
     for n in objects.nodes {
         let name = n.metadata.name.as_deref().unwrap_or_default();
         let provider_id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
@@ -108,7 +109,7 @@ pub fn build(objects: &Objects, pools: &[engine::NodePool]) -> Converted {
         }
         let pods = bound.get(name).map(Vec::as_slice).unwrap_or_default();
         let claim = provider_id.and_then(|id| claims.get(id).copied());
-        match nodes::node(n, claim, pods) {
+        match nodes::node(n, claim, pods, &mut converter) {
             Ok(node) => out_nodes.push(node),
             Err(e) => skipped.push(format!("{e:#}")),
         }
@@ -126,7 +127,7 @@ pub fn build(objects: &Objects, pools: &[engine::NodePool]) -> Converted {
 
     let mut out_pods = Vec::with_capacity(pending.len());
     for p in pending {
-        match pods::pod(p, creation_millis(p)) {
+        match converter.pod(p, creation_millis(p)) {
             Ok(pod) => out_pods.push(pod),
             Err(e) => skipped.push(format!("{e:#}")),
         }

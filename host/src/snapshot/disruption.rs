@@ -50,13 +50,14 @@ pub fn build(inputs: &Inputs) -> (DisruptionSnapshot, Vec<String>) {
     let mut skipped = Vec::new();
     let mut bound: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     let mut pending_pods = Vec::new();
+    let mut converter = pods::Pods::default();
     for p in objects.pods {
         match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
             Some(node) if !node.is_empty() && !is_terminal(p) => {
                 bound.entry(node).or_default().push(p);
             }
             Some(node) if !node.is_empty() => {}
-            _ if is_provisionable(p) => match pods::pod(p, creation_seconds(p)) {
+            _ if is_provisionable(p) => match converter.pod(p, creation_seconds(p)) {
                 Ok(pod) => pending_pods.push(pod),
                 Err(e) => skipped.push(format!("{e:#}")),
             },
@@ -96,7 +97,7 @@ pub fn build(inputs: &Inputs) -> (DisruptionSnapshot, Vec<String>) {
             .get(name.as_str())
             .map(Vec::as_slice)
             .unwrap_or_default();
-        match cluster_node(n, claim, node_pods, inputs, &hashes) {
+        match cluster_node(n, claim, node_pods, inputs, &hashes, &mut converter) {
             Ok(node) => out.push(node),
             Err(e) => skipped.push(format!("{e:#}")),
         }
@@ -175,8 +176,9 @@ fn cluster_node(
     bound: &[&Pod],
     inputs: &Inputs,
     hashes: &BTreeMap<String, String>,
+    converter: &mut pods::Pods,
 ) -> anyhow::Result<ClusterNode> {
-    let mut cn = from_engine_node(nodes::node(n, claim, &[])?);
+    let mut cn = from_engine_node(nodes::node(n, claim, &[], converter)?);
     let name = cn.name.clone();
     // Sized up front: collecting through `Result` cannot know the length,
     // and grown by doubling, a node's ten pods took room for sixteen of
@@ -184,7 +186,7 @@ fn cluster_node(
     cn.pods = Vec::with_capacity(bound.len());
     for p in bound {
         cn.pods
-            .push(node_pod(p).with_context(|| format!("node {name}"))?);
+            .push(node_pod(p, converter).with_context(|| format!("node {name}"))?);
     }
     cn.not_ready = !n
         .status
@@ -245,11 +247,11 @@ fn claim_fields(
     cn.nominated = inputs.observed.nominated.contains(&name);
 }
 
-fn node_pod(p: &Pod) -> anyhow::Result<NodePod> {
+fn node_pod(p: &Pod, converter: &mut pods::Pods) -> anyhow::Result<NodePod> {
     let annotations = p.annotations();
     let status = p.status.as_ref();
     Ok(NodePod {
-        pod: pods::pod(p, creation_seconds(p))?,
+        pod: converter.pod(p, creation_seconds(p))?,
         do_not_disrupt: annotations.get(labels::DO_NOT_DISRUPT).cloned(),
         deletion_cost: annotations
             .get("controller.kubernetes.io/pod-deletion-cost")

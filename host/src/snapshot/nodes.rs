@@ -36,9 +36,10 @@ pub fn node(
     node: &Node,
     claim: Option<&NodeClaim>,
     bound: &[&Pod],
+    converter: &mut pods::Pods,
 ) -> anyhow::Result<engine::Node> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let build = || -> anyhow::Result<engine::Node> {
+    let mut build = || -> anyhow::Result<engine::Node> {
         let node_labels = node.metadata.labels.as_ref();
         let label = |k: &str| node_labels.and_then(|l| l.get(k)).map(String::as_str);
         let status = node.status.as_ref();
@@ -98,7 +99,7 @@ pub fn node(
             capacity: Some(capacity),
             pods: bound
                 .iter()
-                .map(|p| pods::bound_pod(p))
+                .map(|p| converter.bound(p))
                 .collect::<anyhow::Result<_>>()?,
             initialized,
             node_pool,

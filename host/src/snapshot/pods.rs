@@ -6,6 +6,8 @@ use anyhow::{Context, bail};
 use engine::ResourceList;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The pod's effective requests as the scheduler sees them: the larger of
 /// the containers' sum and any init container, plus the pod overhead.
@@ -240,75 +242,122 @@ fn spread(c: &core::TopologySpreadConstraint) -> anyhow::Result<engine::Topology
     })
 }
 
-/// A pending pod. `creation` orders pods created at the same instant; the
-/// caller passes the creation timestamp in seconds (or an index for files).
-pub fn pod(p: &slim::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
-    let name = p.metadata.name.clone().unwrap_or_default();
-    let build = || -> anyhow::Result<engine::Pod> {
-        let spec = p.spec.as_ref().context("pod has no spec")?;
-        let affinity = spec.affinity.clone().unwrap_or_default();
-        Ok(engine::Pod {
-            namespace: p
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
-            name: name.clone(),
-            uid: p.metadata.uid.clone().unwrap_or_else(|| name.clone()),
-            creation,
-            labels: labels(Some(p.labels())),
-            requests: requests(spec)?,
-            node_selector: labels(spec.node_selector.as_ref()),
-            affinity: engine::Affinity {
-                node_affinity: affinity
-                    .node_affinity
-                    .as_ref()
-                    .map(node_affinity)
-                    .transpose()?,
-                pod_affinity: affinity
-                    .pod_affinity
-                    .as_ref()
-                    .map(affinity_of)
-                    .transpose()?,
-                pod_anti_affinity: affinity
-                    .pod_anti_affinity
-                    .as_ref()
-                    .map(anti_affinity_of)
-                    .transpose()?,
-            },
-            tolerations: tolerations(spec.tolerations.as_ref())?,
-            host_ports: host_ports(spec),
-            topology_spread_constraints: spec
-                .topology_spread_constraints
-                .iter()
-                .flatten()
-                .map(spread)
-                .collect::<anyhow::Result<_>>()?,
-            priority: spec.priority.unwrap_or(0),
-        })
-    };
-    build().with_context(|| format!("pod {name}"))
+/// The engine's pods for one snapshot, converting each template once.
+///
+/// The pods of one ReplicaSet hold the same shared lineage and template
+/// (see [`slim::Shared`]), so those two say which engine template a pod
+/// gets. Each key keeps its two values alive, so no address is reused
+/// while the map lives.
+#[derive(Default)]
+pub struct Pods {
+    templates: HashMap<(usize, usize), Held>,
 }
 
-/// A pod already bound to a node: what it uses and what others must respect.
-pub fn bound_pod(p: &slim::Pod) -> anyhow::Result<engine::BoundPod> {
-    let none = slim::PodSpec::default();
-    let spec = p.spec.as_ref().unwrap_or(&none);
-    let anti = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.pod_anti_affinity.as_ref());
-    Ok(engine::BoundPod {
-        namespace: p
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        name: p.metadata.name.clone().unwrap_or_default(),
+struct Held {
+    _lineage: slim::Shared<slim::pod::Lineage>,
+    _template: slim::Shared<slim::pod::Template>,
+    engine: Arc<engine::PodTemplate>,
+}
+
+impl Pods {
+    /// A pending pod. `creation` orders pods created at the same instant;
+    /// the caller passes the creation timestamp in seconds (or an index for
+    /// files).
+    pub fn pod(&mut self, p: &slim::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let spec = p
+            .spec
+            .as_ref()
+            .with_context(|| format!("pod {name}: pod has no spec"))?;
+        Ok(engine::Pod {
+            namespace: namespace(p),
+            uid: p.metadata.uid.clone().unwrap_or_else(|| name.clone()),
+            template: self.template(p, spec, &name)?,
+            name,
+            creation,
+        })
+    }
+
+    /// A pod already bound to a node.
+    pub fn bound(&mut self, p: &slim::Pod) -> anyhow::Result<engine::BoundPod> {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let spec = p
+            .spec
+            .as_ref()
+            .with_context(|| format!("pod {name}: pod has no spec"))?;
+        Ok(engine::BoundPod {
+            namespace: namespace(p),
+            template: self.template(p, spec, &name)?,
+            name,
+        })
+    }
+
+    fn template(
+        &mut self,
+        p: &slim::Pod,
+        spec: &slim::PodSpec,
+        name: &str,
+    ) -> anyhow::Result<Arc<engine::PodTemplate>> {
+        let key = (
+            slim::Shared::addr(&p.lineage),
+            slim::Shared::addr(&spec.template),
+        );
+        if let Some(held) = self.templates.get(&key) {
+            return Ok(held.engine.clone());
+        }
+        let engine = Arc::new(template(p, spec).with_context(|| format!("pod {name}"))?);
+        self.templates.insert(
+            key,
+            Held {
+                _lineage: p.lineage.clone(),
+                _template: spec.template.clone(),
+                engine: engine.clone(),
+            },
+        );
+        Ok(engine)
+    }
+}
+
+fn namespace(p: &slim::Pod) -> String {
+    p.metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into())
+}
+
+/// What the pod's labels and template ask of a node.
+fn template(p: &slim::Pod, spec: &slim::PodSpec) -> anyhow::Result<engine::PodTemplate> {
+    let affinity = spec.affinity.clone().unwrap_or_default();
+    Ok(engine::PodTemplate {
         labels: labels(Some(p.labels())),
         requests: requests(spec)?,
+        node_selector: labels(spec.node_selector.as_ref()),
+        affinity: engine::Affinity {
+            node_affinity: affinity
+                .node_affinity
+                .as_ref()
+                .map(node_affinity)
+                .transpose()?,
+            pod_affinity: affinity
+                .pod_affinity
+                .as_ref()
+                .map(affinity_of)
+                .transpose()?,
+            pod_anti_affinity: affinity
+                .pod_anti_affinity
+                .as_ref()
+                .map(anti_affinity_of)
+                .transpose()?,
+        },
+        tolerations: tolerations(spec.tolerations.as_ref())?,
         host_ports: host_ports(spec),
-        pod_anti_affinity: anti.map(anti_affinity_of).transpose()?,
+        topology_spread_constraints: spec
+            .topology_spread_constraints
+            .iter()
+            .flatten()
+            .map(spread)
+            .collect::<anyhow::Result<_>>()?,
+        priority: spec.priority.unwrap_or(0),
     })
 }
 
