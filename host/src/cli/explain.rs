@@ -67,7 +67,7 @@ async fn context(plugin_dir: &std::path::Path) -> anyhow::Result<Arc<Ctx>> {
     )
     .await?;
     let metrics = Arc::new(Metrics::default());
-    let cluster = Cluster::start(&client, metrics.clone());
+    let cluster = Cluster::start(&client, metrics.clone()).await;
     cluster.wait_ready().await?;
     Ok(Ctx::new(
         client,

@@ -6,6 +6,7 @@
 //! the parts of its status nothing here reads (images, system info,
 //! volumes), and a launched NodeClaim its list of candidate instance types.
 
+use super::initial_list::InitialList;
 use super::metrics::Metrics;
 use crate::crds::{NodeClaim, NodePool, labels};
 use crate::slim::Pod;
@@ -57,42 +58,60 @@ const SIGNAL_BUFFER: usize = 4096;
 
 impl Cluster {
     /// Starts every watcher on `client`; they run until the process ends.
-    pub fn start(client: &Client, metrics: Arc<Metrics>) -> Cluster {
+    pub async fn start(client: &Client, metrics: Arc<Metrics>) -> Cluster {
+        let lists = InitialList::probe(client).await;
+        tracing::info!(?lists, "watchers start");
         let (provision_tx, _) = broadcast::channel(SIGNAL_BUFFER);
         let (nodes_tx, _) = broadcast::channel(SIGNAL_BUFFER);
         let (claims_tx, _) = broadcast::channel(SIGNAL_BUFFER);
 
         let tx = provision_tx.clone();
-        let pods = spawn(Api::<Pod>::all(client.clone()), trim, move |e| match e {
-            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                if crate::snapshot::cluster::is_provisionable(p) {
+        let pods = spawn(
+            Api::<Pod>::all(client.clone()),
+            lists,
+            trim,
+            move |e| match e {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                    if crate::snapshot::cluster::is_provisionable(p) {
+                        let _ = tx.send(());
+                    }
+                    observe_startup(&metrics, p, matches!(e, watcher::Event::InitApply(_)));
+                }
+                watcher::Event::Delete(p) => {
+                    metrics.pod_gone(p.metadata.uid.as_deref().unwrap_or_default())
+                }
+                _ => {}
+            },
+        );
+        let tx = nodes_tx.clone();
+        let nodes_store = spawn(
+            Api::<Node>::all(client.clone()),
+            lists,
+            trim_node,
+            move |e| {
+                if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
+                    let _ = tx.send(NodeChange {
+                        name: n.name_any(),
+                        provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+                    });
+                }
+            },
+        );
+        let tx = provision_tx.clone();
+        let node_pools = spawn(
+            Api::<NodePool>::all(client.clone()),
+            lists,
+            trim,
+            move |e| {
+                if let watcher::Event::Apply(_) = e {
                     let _ = tx.send(());
                 }
-                observe_startup(&metrics, p, matches!(e, watcher::Event::InitApply(_)));
-            }
-            watcher::Event::Delete(p) => {
-                metrics.pod_gone(p.metadata.uid.as_deref().unwrap_or_default())
-            }
-            _ => {}
-        });
-        let tx = nodes_tx.clone();
-        let nodes_store = spawn(Api::<Node>::all(client.clone()), trim_node, move |e| {
-            if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
-                let _ = tx.send(NodeChange {
-                    name: n.name_any(),
-                    provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
-                });
-            }
-        });
-        let tx = provision_tx.clone();
-        let node_pools = spawn(Api::<NodePool>::all(client.clone()), trim, move |e| {
-            if let watcher::Event::Apply(_) = e {
-                let _ = tx.send(());
-            }
-        });
+            },
+        );
         let (tx, changed) = (provision_tx.clone(), claims_tx.clone());
         let node_claims = spawn(
             Api::<NodeClaim>::all(client.clone()),
+            lists,
             trim_node_claim,
             move |e| match e {
                 watcher::Event::Apply(c) => {
@@ -105,9 +124,10 @@ impl Cluster {
                 _ => {}
             },
         );
-        let daemon_sets = spawn(Api::<DaemonSet>::all(client.clone()), trim, |_| {});
+        let daemon_sets = spawn(Api::<DaemonSet>::all(client.clone()), lists, trim, |_| {});
         let pdbs = spawn(
             Api::<PodDisruptionBudget>::all(client.clone()),
+            lists,
             trim,
             |_| {},
         );
@@ -150,14 +170,14 @@ impl Cluster {
     }
 }
 
-fn spawn<K, T, F>(api: Api<K>, trim: T, mut on_event: F) -> Store<K>
+fn spawn<K, T, F>(api: Api<K>, lists: InitialList, trim: T, mut on_event: F) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: FnMut(&mut K) + Send + 'static,
     F: FnMut(&watcher::Event<K>) + Send + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().any_semantic())
+    let stream = watcher(api, lists.config())
         .default_backoff()
         .modify(trim)
         .reflect(writer);

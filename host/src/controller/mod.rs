@@ -22,6 +22,7 @@ pub mod durations;
 pub mod events;
 pub mod garbage_collection;
 pub mod hash;
+pub mod initial_list;
 pub mod instance_types;
 pub mod leader;
 pub mod lifecycle;
@@ -134,7 +135,7 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
 
     let _reload = registry.watch(Duration::from_secs(5));
-    let cluster = cluster::Cluster::start(&client, metrics.clone());
+    let cluster = cluster::Cluster::start(&client, metrics.clone()).await;
     cluster
         .wait_ready()
         .await
