@@ -41,21 +41,14 @@ impl InitialList {
             }
             Ok::<_, kube::Error>(false)
         };
-        match tokio::time::timeout(Duration::from_secs(10), marks_the_end).await {
-            Ok(Ok(true)) => InitialList::Streaming,
-            Ok(Ok(false)) => {
-                tracing::info!("the API server does not mark the end of initial events; listing");
-                InitialList::List
-            }
-            Ok(Err(e)) => {
-                tracing::info!(error = %e, "the API server does not stream initial events; listing");
-                InitialList::List
-            }
-            Err(_) => {
-                tracing::info!("no initial events from the API server in 10 s; listing");
-                InitialList::List
-            }
-        }
+        let why_not = match tokio::time::timeout(Duration::from_secs(10), marks_the_end).await {
+            Ok(Ok(true)) => return InitialList::Streaming,
+            Ok(Ok(false)) => "it does not mark the end of initial events".to_string(),
+            Ok(Err(e)) => format!("it refused: {e}"),
+            Err(_) => "no initial events in 10 s".to_string(),
+        };
+        tracing::info!(reason = %why_not, "the API server does not stream initial lists; listing");
+        InitialList::List
     }
 
     pub fn config(self) -> watcher::Config {

@@ -265,14 +265,10 @@ impl Pods {
     /// files).
     pub fn pod(&mut self, p: &slim::Pod, creation: i64) -> anyhow::Result<engine::Pod> {
         let name = p.metadata.name.clone().unwrap_or_default();
-        let spec = p
-            .spec
-            .as_ref()
-            .with_context(|| format!("pod {name}: pod has no spec"))?;
         Ok(engine::Pod {
+            template: self.template(p)?,
             namespace: namespace(p),
             uid: p.metadata.uid.clone().unwrap_or_else(|| name.clone()),
-            template: self.template(p, spec, &name)?,
             name,
             creation,
         })
@@ -280,24 +276,19 @@ impl Pods {
 
     /// A pod already bound to a node.
     pub fn bound(&mut self, p: &slim::Pod) -> anyhow::Result<engine::BoundPod> {
-        let name = p.metadata.name.clone().unwrap_or_default();
+        Ok(engine::BoundPod {
+            template: self.template(p)?,
+            namespace: namespace(p),
+            name: p.metadata.name.clone().unwrap_or_default(),
+        })
+    }
+
+    fn template(&mut self, p: &slim::Pod) -> anyhow::Result<Arc<engine::PodTemplate>> {
+        let name = p.metadata.name.as_deref().unwrap_or_default();
         let spec = p
             .spec
             .as_ref()
             .with_context(|| format!("pod {name}: pod has no spec"))?;
-        Ok(engine::BoundPod {
-            namespace: namespace(p),
-            template: self.template(p, spec, &name)?,
-            name,
-        })
-    }
-
-    fn template(
-        &mut self,
-        p: &slim::Pod,
-        spec: &slim::PodSpec,
-        name: &str,
-    ) -> anyhow::Result<Arc<engine::PodTemplate>> {
         let key = (
             slim::Shared::addr(&p.lineage),
             slim::Shared::addr(&spec.template),
