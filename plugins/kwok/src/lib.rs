@@ -47,24 +47,14 @@ impl Guest for Kwok {
     }
 
     fn get_instance_types(_pool: NodePool, _class: NodeClass) -> Result<Vec<InstanceType>, Error> {
-        let unavailable = unavailable_offerings();
-        let is_unavailable = |key: &str| {
-            unavailable
-                .binary_search_by(|k| k.as_str().cmp(key))
-                .is_ok()
-        };
-        Ok(catalog::shapes()
-            .iter()
-            .map(|s| catalog::instance_type(s, &is_unavailable))
-            .collect())
+        Ok(instance_types().collect())
     }
 
     fn create(claim: NodeClaim, _class: NodeClass) -> Result<Instance, Error> {
         if let Some(existing) = nodes::get(&claim.name)? {
             return Ok(existing);
         }
-        let types = Self::get_instance_types(empty_pool(), empty_class())?;
-        let (it, offering) = cheapest_offering(&claim, &types).ok_or_else(|| {
+        let (it, offering) = cheapest_fit(&claim).ok_or_else(|| {
             insufficient_capacity(
                 format!("no available offering satisfies nodeclaim {}", claim.name),
                 vec![],
@@ -90,7 +80,7 @@ impl Guest for Kwok {
         let mut node_labels: Vec<(String, String)> = it
             .requirements
             .iter()
-            .filter_map(|r| single_value(it, &r.key).map(|v| (r.key.clone(), v.to_string())))
+            .filter_map(|r| single_value(&it, &r.key).map(|v| (r.key.clone(), v.to_string())))
             .collect();
         node_labels.retain(|(k, _)| k != labels::ZONE && k != labels::CAPACITY_TYPE);
         node_labels.push((labels::ZONE.into(), offering.zone.clone()));
@@ -98,7 +88,7 @@ impl Guest for Kwok {
         node_labels.push((labels::NODE_POOL.into(), claim.node_pool.clone()));
         node_labels.push((labels::HOSTNAME.into(), claim.name.clone()));
         node_labels.extend(claim.labels.iter().cloned());
-        nodes::create(&claim, it, node_labels)
+        nodes::create(&claim, &it, node_labels)
     }
 
     fn delete(claim: NodeClaim) -> Result<(), Error> {
@@ -131,8 +121,34 @@ impl Guest for Kwok {
     }
 }
 
-fn unavailable_offerings() -> Vec<String> {
-    cache::keys("unavailable/")
+/// The catalog, one type at a time, with the offerings that recently failed
+/// marked unavailable.
+fn instance_types() -> impl Iterator<Item = InstanceType> {
+    let unavailable = cache::keys("unavailable/");
+    catalog::shapes().into_iter().map(move |shape| {
+        catalog::instance_type(&shape, &|key: &str| {
+            unavailable
+                .binary_search_by(|k| k.as_str().cmp(key))
+                .is_ok()
+        })
+    })
+}
+
+/// The cheapest available offering the claim allows. Only the best type so
+/// far is kept, not the catalog: up to `maxInstances` creates run at once,
+/// each in its own instance, and a catalog in each was most of their memory.
+fn cheapest_fit(claim: &NodeClaim) -> Option<(InstanceType, Offering)> {
+    let mut best: Option<(InstanceType, Offering)> = None;
+    for it in instance_types() {
+        let Some((_, offering)) = cheapest_offering(claim, std::slice::from_ref(&it)) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(_, b)| offering.price < b.price) {
+            let offering = offering.clone();
+            best = Some((it, offering));
+        }
+    }
+    best
 }
 
 /// The setting OUT_OF_CAPACITY lists offerings (`type/zone/capacity-type`,
@@ -141,30 +157,6 @@ fn simulated_out_of_capacity(instance_type: &str, zone: &str, capacity_type: &st
     let wanted = format!("{instance_type}/{zone}/{capacity_type}");
     config::get_setting("OUT_OF_CAPACITY")
         .is_some_and(|list| list.split(',').any(|item| item.trim() == wanted))
-}
-
-fn empty_pool() -> NodePool {
-    NodePool {
-        name: String::new(),
-        labels: vec![],
-        annotations: vec![],
-        taints: vec![],
-        startup_taints: vec![],
-        requirements: vec![],
-        node_class_ref: karpenter_plugin_sdk::bindings::karpenter::provider::types::NodeClassRef {
-            group: GROUP.into(),
-            kind: "KWOKNodeClass".into(),
-            name: String::new(),
-        },
-    }
-}
-
-fn empty_class() -> NodeClass {
-    NodeClass {
-        name: String::new(),
-        generation: 0,
-        json: "{}".into(),
-    }
 }
 
 // Natively (unit tests) there is no component to export into.
