@@ -140,7 +140,7 @@ fn instance_types() -> impl Iterator<Item = InstanceType> {
 fn cheapest_fit(claim: &NodeClaim) -> Option<(InstanceType, Offering)> {
     let mut best: Option<(InstanceType, Offering)> = None;
     for it in instance_types() {
-        let Some((_, offering)) = cheapest_offering(claim, std::slice::from_ref(&it)) else {
+        let Some(offering) = cheapest_offering_of(claim, &it) else {
             continue;
         };
         if best.as_ref().is_none_or(|(_, b)| offering.price < b.price) {

@@ -46,6 +46,6 @@ pub mod prelude {
     pub use crate::bindings::karpenter::provider::{cache, cluster, config, tokens};
     pub use crate::errors::*;
     pub use crate::labels;
-    pub use crate::requirements::{cheapest_offering, label_allowed};
+    pub use crate::requirements::{cheapest_offering, cheapest_offering_of, label_allowed};
     pub use crate::resources::*;
 }

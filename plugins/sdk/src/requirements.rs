@@ -49,31 +49,47 @@ pub fn cheapest_offering<'a>(
 ) -> Option<(&'a InstanceType, &'a Offering)> {
     let mut best: Option<(&InstanceType, &Offering)> = None;
     for it in types {
-        let type_ok = claim.requirements.iter().all(|r| {
-            if r.key == labels::ZONE || r.key == labels::CAPACITY_TYPE {
-                return true;
-            }
-            // Labels the host puts on the node (the NodePool's name, its
-            // template labels) say nothing about the machine.
-            if r.key == labels::NODE_POOL || claim.labels.iter().any(|(k, _)| *k == r.key) {
-                return true;
-            }
-            // A label the type does not pin is absent on its nodes.
-            satisfies(r, single_value(it, &r.key))
-        });
-        if !type_ok {
-            continue;
+        if let Some(o) = cheapest_offering_of(claim, it)
+            && best.is_none_or(|(_, b)| o.price < b.price)
+        {
+            best = Some((it, o));
         }
-        for o in it.offerings.iter().filter(|o| o.available) {
-            let ok = label_allowed(&claim.requirements, labels::ZONE, Some(&o.zone))
-                && label_allowed(
-                    &claim.requirements,
-                    labels::CAPACITY_TYPE,
-                    Some(&o.capacity_type),
-                );
-            if ok && best.is_none_or(|(_, b)| o.price < b.price) {
-                best = Some((it, o));
-            }
+    }
+    best
+}
+
+/// The cheapest available offering of this one instance type that the
+/// NodeClaim allows; None if the type does not fit it. For a provider that
+/// builds its catalog a type at a time rather than holding it whole.
+pub fn cheapest_offering_of<'a>(claim: &NodeClaim, it: &'a InstanceType) -> Option<&'a Offering> {
+    let type_ok = claim.requirements.iter().all(|r| {
+        if r.key == labels::ZONE || r.key == labels::CAPACITY_TYPE {
+            return true;
+        }
+        // Labels the host puts on the node (the NodePool's name, its
+        // template labels) say nothing about the machine.
+        if r.key == labels::NODE_POOL || claim.labels.iter().any(|(k, _)| *k == r.key) {
+            return true;
+        }
+        // A label the type does not pin is absent on its nodes.
+        satisfies(r, single_value(it, &r.key))
+    });
+    if !type_ok {
+        return None;
+    }
+    let allowed = |o: &&Offering| {
+        o.available
+            && label_allowed(&claim.requirements, labels::ZONE, Some(&o.zone))
+            && label_allowed(
+                &claim.requirements,
+                labels::CAPACITY_TYPE,
+                Some(&o.capacity_type),
+            )
+    };
+    let mut best: Option<&Offering> = None;
+    for o in it.offerings.iter().filter(allowed) {
+        if best.is_none_or(|b| o.price < b.price) {
+            best = Some(o);
         }
     }
     best
