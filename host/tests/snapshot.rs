@@ -2,8 +2,9 @@
 //! NodeClaim what its kubelet has not reported yet, as Karpenter's cluster
 //! state does, so the pods it was launched for still count on it.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use karpenter::crds::NodeClaim;
+use karpenter::slim::Node;
 use karpenter::snapshot::cluster::{Objects, build};
 use serde_json::json;
 use std::sync::Arc;

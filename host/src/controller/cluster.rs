@@ -1,18 +1,16 @@
 //! The controller's view of the cluster: one watcher per kind feeding an
 //! in-memory store, and the signals other loops wake on.
 //!
-//! Pods are stored as [`crate::slim::Pod`] (only the fields decisions read);
-//! every object loses its managed fields and last-applied annotation, a Node
-//! the parts of its status nothing here reads (images, system info,
-//! volumes), and a launched NodeClaim its list of candidate instance types.
+//! Pods and Nodes are stored as [`crate::slim`] types (only the fields
+//! decisions read); every object loses its managed fields and last-applied
+//! annotation, and a launched NodeClaim its list of candidate instance types.
 
 use super::initial_list::InitialList;
 use super::metrics::Metrics;
 use crate::crds::{NodeClaim, NodePool, labels};
-use crate::slim::Pod;
+use crate::slim::{Node, Pod};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -84,19 +82,14 @@ impl Cluster {
             },
         );
         let tx = nodes_tx.clone();
-        let nodes_store = spawn(
-            Api::<Node>::all(client.clone()),
-            lists,
-            trim_node,
-            move |e| {
-                if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
-                    let _ = tx.send(NodeChange {
-                        name: n.name_any(),
-                        provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
-                    });
-                }
-            },
-        );
+        let nodes_store = spawn(Api::<Node>::all(client.clone()), lists, trim, move |e| {
+            if let watcher::Event::Apply(n) | watcher::Event::Delete(n) = e {
+                let _ = tx.send(NodeChange {
+                    name: n.name_any(),
+                    provider_id: n.provider_id().map(str::to_string),
+                });
+            }
+        });
         let tx = provision_tx.clone();
         let node_pools = spawn(
             Api::<NodePool>::all(client.clone()),
@@ -165,8 +158,7 @@ impl Cluster {
 
     /// The Node with this providerID.
     pub fn node_by_provider_id(&self, id: &str) -> Option<std::sync::Arc<Node>> {
-        self.nodes
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id))
+        self.nodes.find(|n| n.provider_id() == Some(id))
     }
 }
 
@@ -229,23 +221,6 @@ fn trim<K: Resource>(o: &mut K) {
     m.annotations = crate::slim::stored_annotations(m.annotations.take());
     shrink(&mut m.owner_references);
     shrink(&mut m.finalizers);
-}
-
-/// A real Node lists every image it has pulled: often most of its size.
-fn trim_node(n: &mut Node) {
-    trim(n);
-    if let Some(s) = &mut n.status {
-        s.images = None;
-        s.node_info = None;
-        s.volumes_attached = None;
-        s.volumes_in_use = None;
-        s.daemon_endpoints = None;
-        s.config = None;
-        s.runtime_handlers = None;
-        s.features = None;
-        shrink(&mut s.conditions);
-        shrink(&mut s.addresses);
-    }
 }
 
 fn shrink<T>(list: &mut Option<Vec<T>>) {

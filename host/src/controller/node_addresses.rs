@@ -4,7 +4,7 @@
 
 use super::cluster::NodeChange;
 use crate::plugins::capabilities::cluster::ClusterView;
-use k8s_openapi::api::core::v1::Node;
+use crate::slim::Node;
 use kube::runtime::reflector::Store;
 use std::sync::Arc;
 use tokio::sync::broadcast;

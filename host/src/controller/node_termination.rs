@@ -8,9 +8,10 @@
 use super::Ctx;
 use crate::crds::NodeClaim;
 use crate::crds::labels::{DISRUPTED_TAINT, TERMINATION_FINALIZER};
+use crate::slim::Node;
 use crate::slim::Pod;
 use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::Taint;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
@@ -151,7 +152,9 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         nodes
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        let pool = node.labels().get(crate::crds::labels::NODE_POOL).cloned();
+        let pool = node
+            .label(crate::crds::labels::NODE_POOL)
+            .map(str::to_string);
         ctx.metrics
             .nodes_terminated
             .get_or_create(&super::metrics::Metrics::pool(&pool.unwrap_or_default()))
@@ -163,11 +166,7 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
 
 /// Adds `karpenter.sh/disrupted:NoSchedule`, so nothing new lands on it.
 pub(crate) async fn taint(nodes: &Api<Node>, node: &Node) -> anyhow::Result<()> {
-    let mut taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
+    let mut taints = node.taints().to_vec();
     if taints.iter().any(|t| t.key == DISRUPTED_TAINT) {
         return Ok(());
     }
@@ -200,7 +199,7 @@ fn grace_period_over(ctx: &Ctx, node: &Node) -> bool {
     let Some(deleted) = &node.metadata.deletion_timestamp else {
         return false;
     };
-    let id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+    let id = node.provider_id().map(str::to_string);
     let claim: Option<Arc<NodeClaim>> = id.and_then(|id| {
         ctx.cluster
             .node_claims

@@ -3,9 +3,10 @@
 //! PodDisruptionBudgets.
 
 use crate::crds::NodePool;
+use crate::slim::Node;
 use anyhow::{Context, bail};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Deserialize;
 use serde_json::Value;

@@ -2,9 +2,11 @@
 //! memory, deserialized straight from the API server's JSON with only the
 //! fields its decisions read.
 
+pub mod node;
 pub mod pod;
 pub mod shared;
 
+pub use node::Node;
 pub use pod::{Pod, PodSpec};
 pub use shared::Shared;
 

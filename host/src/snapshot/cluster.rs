@@ -4,10 +4,10 @@
 
 use super::{nodes, pods};
 use crate::crds::{NodeClaim, labels};
+use crate::slim::Node;
 use crate::slim::Pod;
 use engine::ResourceList;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

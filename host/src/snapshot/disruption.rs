@@ -9,13 +9,12 @@
 use super::cluster::{Objects, in_flight, is_daemon_set_pod, is_provisionable, is_terminal};
 use super::{nodes, pods};
 use crate::crds::{NodeClaim, NodePool, labels};
-use crate::slim::Pod;
+use crate::slim::{Node, Pod};
 use anyhow::Context;
 use engine::disruption::{
     Budget, ClusterNode, ConsolidationPolicy, DisruptionNodePool, DisruptionOptions,
     DisruptionReason, DisruptionSnapshot, NodePod, PodDisruptionBudget,
 };
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1 as policy;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -86,9 +85,7 @@ pub fn build(inputs: &Inputs) -> (DisruptionSnapshot, Vec<String>) {
     for n in objects.nodes {
         let name = n.metadata.name.clone().unwrap_or_default();
         let claim = n
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
+            .provider_id()
             .and_then(|id| claims_by_provider_id.get(id).copied());
         if let Some(c) = claim {
             registered.insert(c.metadata.name.clone().unwrap_or_default());
@@ -188,21 +185,10 @@ fn cluster_node(
         cn.pods
             .push(node_pod(p, converter).with_context(|| format!("node {name}"))?);
     }
-    cn.not_ready = !n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    cn.not_ready = !n.is_ready();
     cn.deleting = n.metadata.deletion_timestamp.is_some()
         || cn.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
-    cn.do_not_disrupt = n
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
-        .cloned();
+    cn.do_not_disrupt = n.annotations().get(labels::DO_NOT_DISRUPT).cloned();
     cn.created = n
         .metadata
         .creation_timestamp

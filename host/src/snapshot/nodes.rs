@@ -2,9 +2,9 @@
 
 use super::pods;
 use crate::crds::{NodeClaim, labels};
-use crate::slim::Pod;
+use crate::slim::{Node, Pod};
 use anyhow::{Context, bail};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::Taint;
 
 pub fn taint(t: &Taint) -> anyhow::Result<engine::Taint> {
     Ok(engine::Taint {
@@ -40,27 +40,21 @@ pub fn node(
 ) -> anyhow::Result<engine::Node> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let mut build = || -> anyhow::Result<engine::Node> {
-        let node_labels = node.metadata.labels.as_ref();
-        let label = |k: &str| node_labels.and_then(|l| l.get(k)).map(String::as_str);
+        let label = |k: &str| node.label(k);
         let status = node.status.as_ref();
         let node_pool = label(labels::NODE_POOL)
             .or_else(|| claim.and_then(|c| c.node_pool()))
             .map(str::to_string);
         let initialized = match &node_pool {
             Some(_) => label(labels::INITIALIZED) == Some("true"),
-            None => status
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            None => node.is_ready(),
         };
         let registered = label(labels::REGISTERED) == Some("true");
-        let mut engine_labels = super::labels(node_labels);
-        let mut node_taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default();
+        let mut engine_labels: engine::Labels = node
+            .labels()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut node_taints = node.taints();
         let mut allocatable = super::resource_list(status.and_then(|s| s.allocatable.as_ref()))
             .context("allocatable")?;
         let mut capacity =

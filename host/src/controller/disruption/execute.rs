@@ -10,8 +10,8 @@ use crate::controller::node_termination;
 use crate::controller::provisioner::{self, Pool};
 use crate::crds::nodeclaim::conditions;
 use crate::crds::{NodeClaim, labels};
+use crate::slim::Node;
 use engine::disruption::{Command, Method};
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// providerID) or, for one still launching, the NodeClaim's own.
 pub fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
     let node = ctx.cluster.nodes.find(|n| n.name_any() == name);
-    match node.and_then(|n| n.spec.as_ref()?.provider_id.clone()) {
+    match node.and_then(|n| n.provider_id().map(str::to_string)) {
         Some(id) => ctx
             .cluster
             .node_claims
@@ -189,11 +189,8 @@ async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
         return Ok(());
     };
     let taints: Vec<_> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .into_iter()
+        .taints()
+        .iter()
         .filter(|t| t.key != labels::DISRUPTED_TAINT)
         .collect();
     let patch = serde_json::json!({

@@ -8,7 +8,7 @@ use super::execute;
 use crate::controller::{Ctx, node_classes};
 use crate::crds::labels;
 use crate::plugins::wit;
-use k8s_openapi::api::core::v1::Node;
+use crate::slim::Node;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
     // NodePool to (nodes, unhealthy ones).
     let mut pools: BTreeMap<String, (usize, Vec<Arc<Node>>)> = BTreeMap::new();
     for node in nodes {
-        let Some(pool) = node.labels().get(labels::NODE_POOL).cloned() else {
+        let Some(pool) = node.label(labels::NODE_POOL).map(str::to_string) else {
             continue;
         };
         let Some(claim) = execute::claim_of(ctx, &node.name_any()) else {
@@ -82,13 +82,7 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
 /// Whether a condition of the Node has matched a policy for longer than it
 /// tolerates.
 fn unhealthy(node: &Node, policies: &[wit::RepairPolicy], now: jiff::Timestamp) -> bool {
-    let conditions = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten();
-    for c in conditions {
+    for c in node.conditions() {
         for p in policies {
             let status = match p.condition_status {
                 wit::ConditionStatus::True => "True",

@@ -10,7 +10,7 @@ use crate::controller::{Ctx, conditions};
 use crate::crds::labels::INITIALIZED as INITIALIZED_LABEL;
 use crate::crds::nodeclaim::conditions::{INITIALIZED, REGISTERED};
 use crate::crds::{NodeClaim, NodeClaimStatus};
-use k8s_openapi::api::core::v1::Node;
+use crate::slim::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use std::time::Duration;
@@ -43,7 +43,7 @@ pub(crate) async fn initialize(
         );
         return Ok(Step::Wait(Duration::from_secs(30)));
     }
-    if node.labels().get(INITIALIZED_LABEL).map(String::as_str) != Some("true") {
+    if node.label(INITIALIZED_LABEL) != Some("true") {
         let patch = serde_json::json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}});
         Api::<Node>::all(ctx.client.clone())
             .patch(
@@ -80,21 +80,10 @@ pub(crate) async fn initialize(
 
 /// Why the Node is not initialized yet, or `None` when it is.
 pub fn not_initialized(nc: &NodeClaim, node: &Node) -> Option<String> {
-    let status = node.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    if !ready {
+    if !node.is_ready() {
         return Some("Node not ready".into());
     }
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .cloned()
-        .unwrap_or_default();
+    let taints = node.taints();
     if let Some(t) = taints.iter().find(|t| {
         nc.spec
             .startup_taints
@@ -114,7 +103,7 @@ pub fn not_initialized(nc: &NodeClaim, node: &Node) -> Option<String> {
             t.key, t.effect
         ));
     }
-    let allocatable = status.and_then(|s| s.allocatable.as_ref());
+    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
     for (name, q) in nc.spec.resources.iter().flat_map(|r| &r.requests) {
         let wanted = engine::parse_resource(name, &q.0).unwrap_or(0);
         let have = allocatable

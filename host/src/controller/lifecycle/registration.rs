@@ -11,7 +11,8 @@ use crate::crds::labels::{
 };
 use crate::crds::nodeclaim::conditions::REGISTERED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use crate::slim::Node;
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -127,12 +128,10 @@ fn patch(nc: &NodeClaim, node: &Node) -> serde_json::Value {
         finalizers.push(TERMINATION_FINALIZER.into());
     }
     let mut taints: Vec<Taint> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .into_iter()
+        .taints()
+        .iter()
         .filter(|t| t.key != UNREGISTERED_TAINT)
+        .cloned()
         .collect();
     for t in nc.spec.taints.iter().chain(&nc.spec.startup_taints) {
         if !taints

@@ -6,7 +6,7 @@ use crate::controller::{Ctx, node_classes};
 use crate::crds::NodeClaim;
 use crate::crds::labels::TERMINATION_FINALIZER;
 use crate::plugins::{objects, wit};
-use k8s_openapi::api::core::v1::Node;
+use crate::slim::Node;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
