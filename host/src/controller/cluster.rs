@@ -7,6 +7,8 @@
 
 use super::initial_list::InitialList;
 use super::metrics::Metrics;
+use crate::crds::nodeclaim::Requirements;
+use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
 use crate::crds::{NodeClaim, NodePool, labels};
 use crate::slim::{Node, Pod};
 use futures::{Stream, StreamExt};
@@ -215,7 +217,7 @@ fn observe_startup(metrics: &Metrics, p: &Pod, initial: bool) {
 /// Fields are set to `None` rather than cleared, and short lists shrunk:
 /// a cleared or freshly parsed `Vec` keeps room for more, which across
 /// every stored object adds up to megabytes.
-fn trim<K: Resource>(o: &mut K) {
+pub fn trim<K: Resource>(o: &mut K) {
     let m = o.meta_mut();
     m.managed_fields = None;
     m.annotations = crate::slim::stored_annotations(m.annotations.take());
@@ -232,7 +234,7 @@ fn shrink<T>(list: &mut Option<Vec<T>>) {
 /// A launched NodeClaim keeps only its own instance type in its
 /// instance-type requirement: the hundreds of types it was created with
 /// matter until launch, and are most of its size.
-fn trim_node_claim(c: &mut NodeClaim) {
+pub fn trim_node_claim(c: &mut NodeClaim) {
     trim(c);
     let launched = c
         .metadata
@@ -243,9 +245,17 @@ fn trim_node_claim(c: &mut NodeClaim) {
     let Some(launched) = launched.filter(|_| c.provider_id().is_some()) else {
         return;
     };
-    for r in &mut c.spec.requirements {
-        if r.key == labels::INSTANCE_TYPE && r.operator == "In" && r.values.contains(&launched) {
+    let is_long = |r: &NodeSelectorRequirementWithMinValues| {
+        r.key == labels::INSTANCE_TYPE && r.operator == "In" && r.values.len() > 1
+    };
+    if !c.spec.requirements.iter().any(is_long) {
+        return;
+    }
+    let mut requirements = Requirements::clone(&c.spec.requirements);
+    for r in &mut requirements {
+        if is_long(r) && r.values.contains(&launched) {
             r.values = vec![launched.clone()];
         }
     }
+    c.spec.requirements = requirements.into();
 }

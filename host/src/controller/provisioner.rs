@@ -297,7 +297,8 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
             values: r.values,
             min_values: r.min_values.and_then(|m| i32::try_from(m).ok()),
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     let requests = claim
         .requests
         .iter()
@@ -326,7 +327,7 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
             taints: template.spec.taints.clone(),
             startup_taints: template.spec.startup_taints.clone(),
             requirements,
-            resources: Some(ResourceRequirements { requests }),
+            resources: Some(ResourceRequirements { requests }.into()),
             node_class_ref: template.spec.node_class_ref.clone(),
             termination_grace_period: template.spec.termination_grace_period.clone(),
             expire_after: template.spec.expire_after.clone(),

@@ -1,7 +1,12 @@
 //! karpenter.sh/v1 NodeClaim: the request for one machine, and its state. Its
 //! CRD is charts/karpenter/crds/karpenter.sh_nodeclaims.yaml.
+//!
+//! The controller keeps every NodeClaim in memory, and those of one NodePool
+//! and instance type mostly say the same: their requirements, requests and
+//! resources are [`Shared`] between the NodeClaims that carry equal ones.
 
 use super::nodepool::{NodeClassReference, NodeSelectorRequirementWithMinValues};
+use crate::slim::shared::{Pool, Poolable, Shared};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -9,6 +14,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 /// Condition types, in the order a NodeClaim passes them.
 pub mod conditions {
@@ -51,9 +57,9 @@ pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub startup_taints: Vec<Taint>,
     #[serde(default)]
-    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    pub requirements: Shared<Requirements>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<Shared<ResourceRequirements>>,
     pub node_class_ref: NodeClassReference,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period: Option<String>,
@@ -81,14 +87,43 @@ pub struct NodeClaimStatus {
     pub provider_id: Option<String>,
     #[serde(default, rename = "imageID", skip_serializing_if = "Option::is_none")]
     pub image_id: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub capacity: BTreeMap<String, Quantity>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub allocatable: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub capacity: Shared<ResourceList>,
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub allocatable: Shared<ResourceList>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_pod_event_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+pub type Requirements = Vec<NodeSelectorRequirementWithMinValues>;
+pub type ResourceList = BTreeMap<String, Quantity>;
+
+fn is_empty(list: &Shared<ResourceList>) -> bool {
+    list.is_empty()
+}
+
+static REQUIREMENTS: LazyLock<Pool<Requirements>> = LazyLock::new(Pool::new);
+static REQUESTS: LazyLock<Pool<ResourceRequirements>> = LazyLock::new(Pool::new);
+static RESOURCE_LISTS: LazyLock<Pool<ResourceList>> = LazyLock::new(Pool::new);
+
+impl Poolable for Requirements {
+    fn pool() -> &'static Pool<Self> {
+        &REQUIREMENTS
+    }
+}
+
+impl Poolable for ResourceRequirements {
+    fn pool() -> &'static Pool<Self> {
+        &REQUESTS
+    }
+}
+
+impl Poolable for ResourceList {
+    fn pool() -> &'static Pool<Self> {
+        &RESOURCE_LISTS
+    }
 }
 
 impl NodeClaim {

@@ -2,8 +2,9 @@
 //! initialization, disruption and repair read, and nothing else.
 //!
 //! Nodes of one NodePool, instance type and zone carry the same labels but
-//! for their hostname, the same annotations and the same capacity; those
-//! parts are [`Shared`], so 1,000 such Nodes keep a few copies. A heap
+//! for their hostname, and the same capacity; those parts are [`Shared`], so
+//! 1,000 such Nodes keep a few copies. Annotations stay in the metadata:
+//! providers and CSI drivers often write the Node's own name into one. A heap
 //! profile at 1,000 kwok Nodes put a full (trimmed) Node at about 7 KB,
 //! mostly label and resource maps.
 
@@ -23,29 +24,24 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(from = "WireNode", into = "WireNode")]
 pub struct Node {
-    /// Who the Node is: its labels and annotations are in `marks` and
-    /// `hostname`, read through [`Node::label`], [`Node::labels`] and
-    /// [`Node::annotations`].
+    /// Who the Node is: its labels are in `labels` and `hostname`, read
+    /// through [`Node::label`] and [`Node::labels`].
     pub metadata: ObjectMeta,
-    pub marks: Shared<Marks>,
+    /// The labels but `kubernetes.io/hostname`.
+    pub labels: Shared<Labels>,
     /// The `kubernetes.io/hostname` label.
     pub hostname: Option<String>,
     pub spec: Option<NodeSpec>,
     pub status: Option<NodeStatus>,
 }
 
-/// Labels (but the hostname) and annotations.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-pub struct Marks {
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-}
+pub type Labels = BTreeMap<String, String>;
 
-static MARKS: LazyLock<Pool<Marks>> = LazyLock::new(Pool::new);
+static LABELS: LazyLock<Pool<Labels>> = LazyLock::new(Pool::new);
 
-impl Poolable for Marks {
+impl Poolable for Labels {
     fn pool() -> &'static Pool<Self> {
-        &MARKS
+        &LABELS
     }
 }
 
@@ -55,21 +51,16 @@ impl Node {
         if key == HOSTNAME {
             return self.hostname.as_deref();
         }
-        self.marks.labels.get(key).map(String::as_str)
+        self.labels.get(key).map(String::as_str)
     }
 
     /// Every label, the hostname included, in no particular order.
     pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
         let hostname = self.hostname.as_deref().map(|h| (HOSTNAME, h));
-        self.marks
-            .labels
+        self.labels
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .chain(hostname)
-    }
-
-    pub fn annotations(&self) -> &BTreeMap<String, String> {
-        &self.marks.annotations
     }
 
     pub fn provider_id(&self) -> Option<&str> {
@@ -111,14 +102,9 @@ impl From<WireNode> for Node {
         let mut metadata = n.metadata;
         let mut labels = metadata.labels.take().unwrap_or_default();
         let hostname = labels.remove(HOSTNAME);
-        let annotations = super::stored_annotations(metadata.annotations.take());
         Node {
             metadata,
-            marks: Marks {
-                labels,
-                annotations: annotations.unwrap_or_default(),
-            }
-            .into(),
+            labels: labels.into(),
             hostname,
             spec: n.spec,
             status: n.status,
@@ -129,13 +115,11 @@ impl From<WireNode> for Node {
 impl From<Node> for WireNode {
     fn from(n: Node) -> Self {
         let mut metadata = n.metadata;
-        let mut labels = n.marks.labels.clone();
+        let mut labels = Labels::clone(&n.labels);
         if let Some(h) = n.hostname {
             labels.insert(HOSTNAME.into(), h);
         }
         metadata.labels = (!labels.is_empty()).then_some(labels);
-        metadata.annotations =
-            (!n.marks.annotations.is_empty()).then(|| n.marks.annotations.clone());
         WireNode {
             metadata,
             spec: n.spec,
@@ -245,7 +229,7 @@ mod tests {
             "metadata": {"name": name, "uid": format!("uid-{name}"),
                 "labels": {"kubernetes.io/hostname": name, "karpenter.sh/nodepool": "default",
                            "node.kubernetes.io/instance-type": "c-4x-amd64-linux"},
-                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "annotations": {"kwok.x-k8s.io/node": "fake", "example.com/nodeclaim": name},
                 "finalizers": ["karpenter.sh/termination"]},
             "spec": {"providerID": format!("kwok://{name}"),
                      "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
@@ -296,8 +280,9 @@ mod tests {
             "10.0.0.1"
         );
         assert_eq!(a.metadata.finalizers, full.metadata.finalizers);
+        assert_eq!(a.metadata.annotations, full.metadata.annotations);
 
-        assert!(std::ptr::eq(&*a.marks, &*b.marks), "labels are shared");
+        assert!(std::ptr::eq(&*a.labels, &*b.labels), "labels are shared");
         let b_status = b.status.as_ref().expect("status");
         assert!(std::ptr::eq(&*status.resources, &*b_status.resources));
         assert!(std::ptr::eq(&*status.health, &*b_status.health));

@@ -40,6 +40,17 @@ impl<T> Deref for Shared<T> {
     }
 }
 
+impl<'a, T> IntoIterator for &'a Shared<T>
+where
+    &'a T: IntoIterator,
+{
+    type Item = <&'a T as IntoIterator>::Item;
+    type IntoIter = <&'a T as IntoIterator>::IntoIter;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.as_ref().into_iter()
+    }
+}
+
 /// A type with a pool of its own shared values.
 pub trait Poolable: Serialize + PartialEq + Sized + Send + Sync + 'static {
     fn pool() -> &'static Pool<Self>;
@@ -120,6 +131,22 @@ impl<T: Poolable> From<T> for Shared<T> {
 impl<T: Poolable + Default> Default for Shared<T> {
     fn default() -> Self {
         T::default().into()
+    }
+}
+
+/// A shared field has the schema of its value: sharing is not on the wire.
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Shared<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
     }
 }
 

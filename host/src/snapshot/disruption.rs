@@ -16,6 +16,7 @@ use engine::disruption::{
     DisruptionReason, DisruptionSnapshot, NodePod, PodDisruptionBudget,
 };
 use k8s_openapi::api::policy::v1 as policy;
+use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

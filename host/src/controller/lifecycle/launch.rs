@@ -144,8 +144,8 @@ pub(crate) async fn launch(
     };
     status.provider_id = Some(instance.provider_id.clone());
     status.image_id = Some(instance.image_id.clone()).filter(|i| !i.is_empty());
-    status.capacity = quantities(&instance.capacity);
-    status.allocatable = quantities(&instance.allocatable);
+    status.capacity = quantities(&instance.capacity).into();
+    status.allocatable = quantities(&instance.allocatable).into();
     conditions::set(
         &mut status.conditions,
         LAUNCHED,
