@@ -1,11 +1,11 @@
 //! What the controller's stores pay per object, counted by the allocator:
-//! 1,000 Nodes and 1,000 NodeClaims as a kwok cluster of a few instance
+//! 1,000 Nodes, NodeClaims and pods as a kwok cluster of a few instance
 //! types writes them, parsed as the watchers parse them and kept as the
 //! stores keep them (behind an `Arc`).
 
 use karpenter::controller::cluster::{trim, trim_node_claim};
 use karpenter::crds::NodeClaim;
-use karpenter::slim::Node;
+use karpenter::slim::{Node, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -152,6 +152,50 @@ fn node_claim(i: usize) -> Value {
     })
 }
 
+/// A running pod of one Deployment, as kwok completes it.
+fn pod(i: usize) -> Value {
+    let name = format!("fill-7d9f8b6c4-{i:05x}");
+    let condition = |type_: &str| {
+        json!({"type": type_, "status": "True", "lastProbeTime": null,
+               "lastTransitionTime": format!("2026-12-01T10:02:{:02}Z", i % 60)})
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "generateName": "fill-7d9f8b6c4-", "namespace": "e2e-scale",
+            "uid": format!("7e57a11d-0000-4000-8000-{i:012x}"),
+            "resourceVersion": format!("{}", 300_000 + i),
+            "creationTimestamp": "2026-12-01T10:02:00Z",
+            "labels": {"app": "fill", "pod-template-hash": "7d9f8b6c4"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "fill-7d9f8b6c4",
+                                 "uid": "5e7a11d0-0000-4000-8000-000000000001",
+                                 "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": {
+            "nodeName": format!("default-{:05x}", i % COUNT),
+            "nodeSelector": {"karpenter.sh/nodepool": "default"},
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                             "effect": "NoExecute", "tolerationSeconds": 300}],
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "10m"}},
+                            "terminationMessagePath": "/dev/termination-log",
+                            "imagePullPolicy": "IfNotPresent"}],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
+            "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
+        },
+        "status": {
+            "phase": "Running", "hostIP": "127.0.0.1", "podIP": format!("10.244.{}.{}", i / 250, i % 250),
+            "startTime": format!("2026-12-01T10:02:{:02}Z", i % 60),
+            "conditions": [condition("Initialized"), condition("Ready"),
+                           condition("ContainersReady"), condition("PodScheduled")],
+            "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0,
+                                   "image": "registry.k8s.io/pause:3.10", "imageID": "",
+                                   "state": {"running": {"startedAt": "2026-12-01T10:02:01Z"}}}]
+        }
+    })
+}
+
 /// Heap bytes each object holds while kept, and the objects themselves.
 fn per_object<K: DeserializeOwned>(
     make: impl Fn(usize) -> Value,
@@ -175,17 +219,21 @@ fn stored_objects_stay_small() {
     drop(full);
     let (slim_node, nodes) = per_object::<Node>(node, trim);
     let (claim, claims) = per_object::<NodeClaim>(node_claim, trim_node_claim);
+    let (slim_pod, pods) = per_object::<Pod>(pod, trim);
     println!(
-        "bytes per object at {COUNT}: Node {slim_node} (a full Node: {full_node}), NodeClaim {claim}"
+        "bytes per object at {COUNT}: Node {slim_node} (a full Node: {full_node}), \
+         NodeClaim {claim}, Pod {slim_pod}"
     );
-    assert_eq!(nodes.len() + claims.len(), 2 * COUNT);
+    assert_eq!(nodes.len() + claims.len() + pods.len(), 3 * COUNT);
     assert!(
         slim_node * 3 <= full_node,
         "a stored Node takes {slim_node} bytes, a full one {full_node}"
     );
-    // Budgets a little above what these objects take now: 1,683 and 3,631
+    // Budgets a little above what these take now: 1,683 and 3,631
     // bytes; a full Node, managed fields dropped, takes 6,244, and a
     // NodeClaim took 6,899 before its repeated parts were shared.
     assert!(slim_node <= 2_000, "a stored Node takes {slim_node} bytes");
     assert!(claim <= 4_000, "a stored NodeClaim takes {claim} bytes");
+    // 582 now, most of it the pod's own `ObjectMeta` and strings.
+    assert!(slim_pod <= 700, "a stored pod takes {slim_pod} bytes");
 }
