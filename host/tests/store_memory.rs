@@ -229,10 +229,10 @@ fn stored_objects_stay_small() {
         slim_node * 3 <= full_node,
         "a stored Node takes {slim_node} bytes, a full one {full_node}"
     );
-    // Budgets a little above what these take now: 1,683 and 3,631
+    // Budgets a little above what these take now: 1,048 and 3,631
     // bytes; a full Node, managed fields dropped, takes 6,244, and a
     // NodeClaim took 6,899 before its repeated parts were shared.
-    assert!(slim_node <= 2_000, "a stored Node takes {slim_node} bytes");
+    assert!(slim_node <= 1_200, "a stored Node takes {slim_node} bytes");
     assert!(claim <= 4_000, "a stored NodeClaim takes {claim} bytes");
     // 582 now, most of it the pod's own `ObjectMeta` and strings.
     assert!(slim_pod <= 700, "a stored pod takes {slim_pod} bytes");

@@ -3,8 +3,9 @@
 //!
 //! Nodes of one NodePool, instance type and zone carry the same labels but
 //! for their hostname, and the same capacity; those parts are [`Shared`], so
-//! 1,000 such Nodes keep a few copies. Annotations stay in the metadata:
-//! providers and CSI drivers often write the Node's own name into one. A heap
+//! 1,000 such Nodes keep a few copies. Of the annotations, which kubelets,
+//! CSI drivers and network plugins fill with the Node's own details, only
+//! Karpenter's own (`karpenter.sh/...`) are kept, in the metadata. A heap
 //! profile at 1,000 kwok Nodes put a full (trimmed) Node at about 7 KB,
 //! mostly label and resource maps.
 
@@ -20,6 +21,8 @@ use std::sync::LazyLock;
 
 /// The one label every Node has a value of its own for.
 const HOSTNAME: &str = "kubernetes.io/hostname";
+/// The annotations kept: those the controller reads (do-not-disrupt).
+const KARPENTER_PREFIX: &str = "karpenter.sh/";
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(from = "WireNode", into = "WireNode")]
@@ -102,6 +105,12 @@ impl From<WireNode> for Node {
         let mut metadata = n.metadata;
         let mut labels = metadata.labels.take().unwrap_or_default();
         let hostname = labels.remove(HOSTNAME);
+        if let Some(a) = &mut metadata.annotations {
+            a.retain(|k, _| k.starts_with(KARPENTER_PREFIX));
+            if a.is_empty() {
+                metadata.annotations = None;
+            }
+        }
         Node {
             metadata,
             labels: labels.into(),
@@ -229,7 +238,8 @@ mod tests {
             "metadata": {"name": name, "uid": format!("uid-{name}"),
                 "labels": {"kubernetes.io/hostname": name, "karpenter.sh/nodepool": "default",
                            "node.kubernetes.io/instance-type": "c-4x-amd64-linux"},
-                "annotations": {"kwok.x-k8s.io/node": "fake", "example.com/nodeclaim": name},
+                "annotations": {"kwok.x-k8s.io/node": "fake", "example.com/nodeclaim": name,
+                                "karpenter.sh/do-not-disrupt": "true"},
                 "finalizers": ["karpenter.sh/termination"]},
             "spec": {"providerID": format!("kwok://{name}"),
                      "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
@@ -280,7 +290,10 @@ mod tests {
             "10.0.0.1"
         );
         assert_eq!(a.metadata.finalizers, full.metadata.finalizers);
-        assert_eq!(a.metadata.annotations, full.metadata.annotations);
+        assert_eq!(
+            a.metadata.annotations,
+            Some([("karpenter.sh/do-not-disrupt".into(), "true".into())].into())
+        );
 
         assert!(std::ptr::eq(&*a.labels, &*b.labels), "labels are shared");
         let b_status = b.status.as_ref().expect("status");
