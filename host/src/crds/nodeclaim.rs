@@ -6,7 +6,7 @@
 //! resources are [`Shared`] between the NodeClaims that carry equal ones.
 
 use super::nodepool::{NodeClassReference, NodeSelectorRequirementWithMinValues};
-use crate::slim::shared::{Pool, Poolable, Shared};
+use crate::slim::shared::{Shared, poolable};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -14,7 +14,6 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
 /// Condition types, in the order a NodeClaim passes them.
 pub mod conditions {
@@ -104,27 +103,7 @@ fn is_empty(list: &Shared<ResourceList>) -> bool {
     list.is_empty()
 }
 
-static REQUIREMENTS: LazyLock<Pool<Requirements>> = LazyLock::new(Pool::new);
-static REQUESTS: LazyLock<Pool<ResourceRequirements>> = LazyLock::new(Pool::new);
-static RESOURCE_LISTS: LazyLock<Pool<ResourceList>> = LazyLock::new(Pool::new);
-
-impl Poolable for Requirements {
-    fn pool() -> &'static Pool<Self> {
-        &REQUIREMENTS
-    }
-}
-
-impl Poolable for ResourceRequirements {
-    fn pool() -> &'static Pool<Self> {
-        &REQUESTS
-    }
-}
-
-impl Poolable for ResourceList {
-    fn pool() -> &'static Pool<Self> {
-        &RESOURCE_LISTS
-    }
-}
+poolable!(Requirements, ResourceRequirements, ResourceList);
 
 impl NodeClaim {
     pub fn condition(&self, type_: &str) -> Option<&Condition> {

@@ -12,6 +12,37 @@ pub use shared::Shared;
 
 use std::collections::BTreeMap;
 
+/// `kube::Resource` for a slim type of the core v1 group: the kind is the
+/// type's name, and `metadata` its `ObjectMeta`.
+macro_rules! core_v1_resource {
+    ($t:ident, $scope:ident, $plural:literal) => {
+        impl kube::Resource for $t {
+            type DynamicType = ();
+            type Scope = k8s_openapi::$scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                stringify!($t).into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                "".into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1".into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+use core_v1_resource;
+
 /// Annotations as kept in memory: without kubectl's last-applied copy of
 /// the whole object, and `None` when nothing else is left.
 pub fn stored_annotations(

@@ -9,15 +9,13 @@
 //! profile at 1,000 kwok Nodes put a full (trimmed) Node at about 7 KB,
 //! mostly label and resource maps.
 
-use super::shared::{Pool, Poolable, Shared};
+use super::shared::{Shared, poolable};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Deref;
-use std::sync::LazyLock;
 
 /// The one label every Node has a value of its own for.
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -40,13 +38,7 @@ pub struct Node {
 
 pub type Labels = BTreeMap<String, String>;
 
-static LABELS: LazyLock<Pool<Labels>> = LazyLock::new(Pool::new);
-
-impl Poolable for Labels {
-    fn pool() -> &'static Pool<Self> {
-        &LABELS
-    }
-}
+poolable!(Labels);
 
 /// These shadow `ResourceExt`'s, which would read the (emptied) metadata.
 impl Node {
@@ -170,26 +162,14 @@ pub struct NodeResources {
     pub allocatable: Option<BTreeMap<String, Quantity>>,
 }
 
-static RESOURCES: LazyLock<Pool<NodeResources>> = LazyLock::new(Pool::new);
-
-impl Poolable for NodeResources {
-    fn pool() -> &'static Pool<Self> {
-        &RESOURCES
-    }
-}
+poolable!(NodeResources);
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct Health {
     pub conditions: Option<Vec<NodeCondition>>,
 }
 
-static HEALTH: LazyLock<Pool<Health>> = LazyLock::new(Pool::new);
-
-impl Poolable for Health {
-    fn pool() -> &'static Pool<Self> {
-        &HEALTH
-    }
-}
+poolable!(Health);
 
 /// A condition without its heartbeat and message, which differ from Node to
 /// Node and which nothing here reads; repair reads the transition time.
@@ -204,29 +184,7 @@ pub struct NodeCondition {
     pub last_transition_time: Option<Time>,
 }
 
-impl kube::Resource for Node {
-    type DynamicType = ();
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Node".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "nodes".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+super::core_v1_resource!(Node, ClusterResourceScope, "nodes");
 
 #[cfg(test)]
 mod tests {

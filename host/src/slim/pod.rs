@@ -7,15 +7,13 @@
 //! fields here keep the API's names and types, so code reads them as it
 //! would a full Pod, and unknown fields are skipped while parsing.
 
-use super::shared::{Pool, Poolable, Shared};
+use super::shared::{Shared, poolable};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Deref;
-use std::sync::LazyLock;
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(from = "WirePod", into = "WirePod")]
@@ -40,13 +38,7 @@ pub struct Lineage {
     pub owner_references: Option<Vec<OwnerReference>>,
 }
 
-static LINEAGES: LazyLock<Pool<Lineage>> = LazyLock::new(Pool::new);
-
-impl Poolable for Lineage {
-    fn pool() -> &'static Pool<Self> {
-        &LINEAGES
-    }
-}
+poolable!(Lineage);
 
 /// These shadow `ResourceExt`'s, which would read the (emptied) metadata.
 impl Pod {
@@ -137,13 +129,7 @@ pub struct Template {
     pub termination_grace_period_seconds: Option<i64>,
 }
 
-static TEMPLATES: LazyLock<Pool<Template>> = LazyLock::new(Pool::new);
-
-impl Poolable for Template {
-    fn pool() -> &'static Pool<Self> {
-        &TEMPLATES
-    }
-}
+poolable!(Template);
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -179,13 +165,7 @@ pub struct State {
     pub conditions: Option<Vec<PodCondition>>,
 }
 
-static STATES: LazyLock<Pool<State>> = LazyLock::new(Pool::new);
-
-impl Poolable for State {
-    fn pool() -> &'static Pool<Self> {
-        &STATES
-    }
-}
+poolable!(State);
 
 /// A condition's type, status and reason: all that is read of them.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -197,29 +177,7 @@ pub struct PodCondition {
     pub reason: Option<String>,
 }
 
-impl kube::Resource for Pod {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+super::core_v1_resource!(Pod, NamespaceResourceScope, "pods");
 
 impl From<core::Container> for Container {
     fn from(c: core::Container) -> Self {

@@ -56,6 +56,20 @@ pub trait Poolable: Serialize + PartialEq + Sized + Send + Sync + 'static {
     fn pool() -> &'static Pool<Self>;
 }
 
+/// Gives each listed type a pool of its own.
+macro_rules! poolable {
+    ($($t:ty),+ $(,)?) => {$(
+        impl $crate::slim::shared::Poolable for $t {
+            fn pool() -> &'static $crate::slim::shared::Pool<Self> {
+                static POOL: std::sync::LazyLock<$crate::slim::shared::Pool<$t>> =
+                    std::sync::LazyLock::new($crate::slim::shared::Pool::new);
+                &POOL
+            }
+        }
+    )+};
+}
+pub(crate) use poolable;
+
 /// Weak references to the live values of one type, by content hash.
 pub struct Pool<T> {
     entries: Mutex<Entries<T>>,
@@ -165,20 +179,13 @@ impl<'de, T: Poolable + DeserializeOwned> Deserialize<'de> for Shared<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::LazyLock;
 
     #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
     struct Spec {
         image: String,
     }
 
-    static SPECS: LazyLock<Pool<Spec>> = LazyLock::new(Pool::new);
-
-    impl Poolable for Spec {
-        fn pool() -> &'static Pool<Self> {
-            &SPECS
-        }
-    }
+    poolable!(Spec);
 
     fn spec(image: &str) -> Shared<Spec> {
         Spec {
@@ -209,7 +216,8 @@ mod tests {
             drop(spec(&format!("gone-{i}")));
         }
         let kept = spec("kept");
-        assert!(SPECS.known() < 200, "{} entries", SPECS.known());
+        let known = Spec::pool().known();
+        assert!(known < 200, "{known} entries");
         assert_eq!(kept.image, "kept");
     }
 }
