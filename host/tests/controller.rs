@@ -50,13 +50,8 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
 
     // A pod can run on its node a moment before the NodeClaim's own status
     // write lands; a user would see it true a moment later too.
-    wait_for("NodeClaims Ready", Duration::from_secs(30), || async {
-        let claims = claims_of(&client, pool).await;
-        match claims.iter().find(|c| !c.is_true("Ready")) {
-            None if !claims.is_empty() => Ok(()),
-            None => Err("no NodeClaims".into()),
-            Some(c) => Err(format!("{} not Ready", c.name_any())),
-        }
+    wait_for("NodeClaims Ready", Duration::from_secs(30), || {
+        claims_ready(&client, pool)
     })
     .await;
     let claims = claims_of(&client, pool).await;

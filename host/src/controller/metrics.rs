@@ -1,6 +1,7 @@
 //! The controller's Prometheus metrics, named as Karpenter names them so
 //! existing dashboards keep working.
 
+use super::uid;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -59,7 +60,7 @@ pub struct Metrics {
     pub limit: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     pub leader: Gauge,
     /// Pods whose startup was already observed, so each counts once.
-    /// The pods seen running, by [`uid_key`]: 16 bytes each rather than a
+    /// The pods seen running, by [`uid::key`]: 16 bytes each rather than a
     /// 36-character string, at one entry per running pod.
     started: Mutex<HashSet<u128>>,
 }
@@ -169,7 +170,7 @@ impl Metrics {
     /// Observes a pod's startup the first time it is seen running.
     pub fn pod_running(&self, uid: &str, seconds: f64) {
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        if started.insert(uid_key(uid)) {
+        if started.insert(uid::key(uid)) {
             self.pod_startup.observe(seconds.max(0.0));
         }
     }
@@ -177,45 +178,11 @@ impl Metrics {
     /// Marks a pod as already running without observing it.
     pub fn pod_seen(&self, uid: &str) {
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        started.insert(uid_key(uid));
+        started.insert(uid::key(uid));
     }
 
     pub fn pod_gone(&self, uid: &str) {
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        started.remove(&uid_key(uid));
-    }
-}
-
-/// A pod UID (a UUID) as the number it spells. Anything else is hashed: a
-/// collision would only skip one pod's startup observation.
-fn uid_key(uid: &str) -> u128 {
-    let hashed = || {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        uid.hash(&mut h);
-        u128::from(h.finish())
-    };
-    let (mut n, mut digits) = (0u128, 0);
-    for c in uid.chars().filter(|c| *c != '-') {
-        match c.to_digit(16) {
-            Some(d) if digits < 32 => (n, digits) = (n << 4 | u128::from(d), digits + 1),
-            _ => return hashed(),
-        }
-    }
-    if digits == 32 { n } else { hashed() }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::uid_key;
-
-    #[test]
-    fn a_uid_is_kept_as_the_number_it_spells() {
-        assert_eq!(
-            uid_key("5f0c7e0e-0000-4000-8000-00000000002a"),
-            0x5f0c7e0e_0000_4000_8000_00000000002a
-        );
-        assert_ne!(uid_key("not-a-uuid"), uid_key("not-a-uuid-either"));
-        assert_eq!(uid_key("not-a-uuid"), uid_key("not-a-uuid"));
+        started.remove(&uid::key(uid));
     }
 }

@@ -35,6 +35,7 @@ pub mod node_termination;
 pub mod nominations;
 pub mod provisioner;
 pub mod server;
+pub mod uid;
 pub mod unavailable;
 
 use crate::plugins::Registry;
@@ -92,6 +93,7 @@ pub struct Ctx {
     pub unavailable: unavailable::UnavailableOfferings,
     pub nominations: nominations::Nominations,
     pub batch_writes: batch_writes::BatchWrites,
+    pub status_writes: lifecycle::Written,
     pub options: Options,
 }
 
@@ -113,6 +115,7 @@ impl Ctx {
             unavailable: Default::default(),
             nominations: Default::default(),
             batch_writes: Default::default(),
+            status_writes: Default::default(),
             options,
         })
     }

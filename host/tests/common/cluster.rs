@@ -5,8 +5,8 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use karpenter::crds::{NodeClaim, NodePool};
-use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -471,6 +471,18 @@ pub async fn pods_running(client: &Client, ns: &str, app: &str, want: usize) -> 
         Ok(())
     } else {
         Err(format!("{running}/{want} running"))
+    }
+}
+
+/// Every NodeClaim of the pool Ready. A pod can run on its node a moment
+/// before the NodeClaim's own status write lands, so tests wait for this
+/// rather than read it once the pods run.
+pub async fn claims_ready(client: &Client, pool: &str) -> Result<(), String> {
+    let claims = claims_of(client, pool).await;
+    match claims.iter().find(|c| !c.is_true("Ready")) {
+        None if !claims.is_empty() => Ok(()),
+        None => Err("no NodeClaims".into()),
+        Some(c) => Err(format!("{} not Ready", c.name_any())),
     }
 }
 

@@ -8,6 +8,9 @@ mod initialization;
 mod launch;
 mod registration;
 pub mod termination;
+mod written;
+
+pub use written::Written;
 
 use super::Ctx;
 use super::conditions;
@@ -88,10 +91,15 @@ fn error_policy(nc: Arc<NodeClaim>, e: &Error, _: Arc<Ctx>) -> Action {
 
 async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     if nc.metadata.deletion_timestamp.is_some() {
+        ctx.status_writes.forget(&nc);
         return Ok(termination::finalize(&ctx, &nc).await?);
     }
     ensure_finalizer(&ctx, &nc).await?;
     let before = nc.status.clone().unwrap_or_default();
+    if ctx.status_writes.is_stale(&nc, &before) {
+        // The watch brings this controller's own write shortly.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let mut status = before.clone();
     for t in [LAUNCHED, REGISTERED, INITIALIZED, READY] {
         if !status.conditions.iter().any(|c| c.type_ == t) {
@@ -109,6 +117,7 @@ async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     // so a retry does not repeat it.
     let step = steps(&ctx, &nc, &mut status).await;
     if let Ok(Step::Deleted) = step {
+        ctx.status_writes.forget(&nc);
         return Ok(Action::await_change());
     }
     let ready = [LAUNCHED, REGISTERED, INITIALIZED]
@@ -232,6 +241,7 @@ async fn write_status(
             &Patch::Merge(&patch),
         )
         .await?;
+    ctx.status_writes.record(nc, after);
     Ok(())
 }
 
