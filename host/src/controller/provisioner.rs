@@ -35,7 +35,11 @@ pub struct Outcome {
     pub pending: usize,
     pub created: Vec<String>,
     pub unschedulable: usize,
+    /// Reading the stores, the NodeClasses and the instance types.
+    pub snapshotting: Duration,
     pub scheduling: Duration,
+    /// Building and creating the NodeClaims.
+    pub creating: Duration,
 }
 
 pub async fn run(ctx: Arc<Ctx>) {
@@ -54,7 +58,9 @@ pub async fn run(ctx: Arc<Ctx>) {
                         pending = o.pending,
                         created = o.created.len(),
                         unschedulable = o.unschedulable,
+                        snapshot_ms = o.snapshotting.as_millis() as u64,
                         scheduling_ms = o.scheduling.as_millis() as u64,
+                        create_ms = o.creating.as_millis() as u64,
                         batch_ms = closed.elapsed().as_millis() as u64,
                         "provisioned"
                     );
@@ -82,16 +88,19 @@ pub struct Decision {
     pub snapshot: engine::Snapshot,
     pub plan: engine::Plan,
     pools: Vec<Pool>,
+    pub snapshotting: Duration,
     pub scheduling: Duration,
 }
 
 /// Snapshots the cluster and runs the engine; `None` when no pod waits.
 /// Creates nothing: `karpenter explain` uses it as is.
 pub async fn decide(ctx: &Ctx) -> anyhow::Result<Option<Decision>> {
+    let started = Instant::now();
     let (snapshot, pools) = snapshot(ctx).await?;
     if snapshot.pods.is_empty() {
         return Ok(None);
     }
+    let snapshotting = started.elapsed();
     let started = Instant::now();
     let (snapshot, plan) = tokio::task::spawn_blocking(move || {
         let plan = engine::schedule(&snapshot);
@@ -103,6 +112,7 @@ pub async fn decide(ctx: &Ctx) -> anyhow::Result<Option<Decision>> {
         snapshot,
         plan,
         pools,
+        snapshotting,
         scheduling: started.elapsed(),
     }))
 }
@@ -113,11 +123,13 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
         snapshot,
         plan,
         pools,
+        snapshotting,
         scheduling,
     }) = decide(ctx).await?
     else {
         return Ok(Outcome::default());
     };
+    let started = Instant::now();
     let pending = snapshot.pods.len();
     ctx.metrics
         .scheduling_duration
@@ -153,7 +165,9 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
         pending,
         created: created.into_iter().flatten().collect(),
         unschedulable: plan.unschedulable.len(),
+        snapshotting,
         scheduling,
+        creating: started.elapsed(),
     })
 }
 
