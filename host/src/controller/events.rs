@@ -8,6 +8,7 @@
 //! keeps every event it sent for six minutes, which at 10,000 pods was tens
 //! of megabytes, so each publish uses a recorder of its own.
 
+use super::uid;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use std::collections::HashMap;
@@ -25,8 +26,9 @@ pub struct Events {
     reporter: Reporter,
     /// Hash of (object, type, reason, note) to when it was last published.
     recent: Mutex<Recent>,
-    /// Object uid to the hash of the last decision published for it.
-    decisions: Mutex<HashMap<String, u64>>,
+    /// Object uid (as [`uid::key`]) to the hash of the last decision
+    /// published for it.
+    decisions: Mutex<HashMap<u128, u64>>,
 }
 
 #[derive(Default)]
@@ -127,7 +129,7 @@ impl Events {
         reason: &str,
         note: String,
     ) {
-        let uid = obj.meta().uid.clone().unwrap_or_default();
+        let uid = uid::key(obj.meta().uid.as_deref().unwrap_or_default());
         let key = hash_of(&[reason, &note]);
         {
             let mut seen = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
