@@ -203,7 +203,13 @@ impl Controller {
             .args(["--cluster-name", "e2e", "--cluster-endpoint", &c.endpoint])
             .args(["--cluster-ca-file", &c.ca_file])
             .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
-            .args(["--gc-interval", "5s"])
+            // Garbage collection every 5 s, so tests see it act; a test
+            // may name its own interval.
+            .args(if extra.contains(&"--gc-interval") {
+                &[][..]
+            } else {
+                &["--gc-interval", "5s"][..]
+            })
             .args(extra)
             .envs(env.iter().copied())
             .env("KUBECONFIG", &c.kubeconfig)
