@@ -14,8 +14,8 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --target "$TARGET" -p karpenter-host --bin karpenter \
- && cp "target/$TARGET/release/karpenter" /karpenter
+    cargo build --profile dist --locked --target "$TARGET" -p karpenter-host --bin karpenter \
+ && cp "target/$TARGET/dist/karpenter" /karpenter
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /karpenter /karpenter
