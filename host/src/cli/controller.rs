@@ -231,6 +231,25 @@ fn feature_gates(text: &str) -> anyhow::Result<std::collections::BTreeMap<String
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn a_flag_given_twice_takes_its_last_value() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "karpenter",
+            "controller",
+            "--gc-interval",
+            "5s",
+            "--gc-interval",
+            "2m",
+        ])
+        .expect("parses");
+        let crate::cli::Command::Controller(args) = cli.command else {
+            panic!("the controller command");
+        };
+        assert_eq!(args.gc_interval, std::time::Duration::from_secs(120));
+    }
+
     #[test]
     fn feature_gates_parse_like_karpenter() {
         let g =

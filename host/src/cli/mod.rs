@@ -18,6 +18,9 @@ use std::process::ExitCode;
 #[command(
     name = "karpenter",
     version,
+    // A flag given twice takes its last value, as kubectl's do: arguments
+    // appended after the chart's (its extraArgs) override them.
+    args_override_self = true,
     about = "A Karpenter-compatible node autoscaler whose cloud providers are WebAssembly plugins"
 )]
 pub struct Cli {

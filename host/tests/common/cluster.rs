@@ -203,13 +203,9 @@ impl Controller {
             .args(["--cluster-name", "e2e", "--cluster-endpoint", &c.endpoint])
             .args(["--cluster-ca-file", &c.ca_file])
             .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
-            // Garbage collection every 5 s, so tests see it act; a test
-            // may name its own interval.
-            .args(if extra.contains(&"--gc-interval") {
-                &[][..]
-            } else {
-                &["--gc-interval", "5s"][..]
-            })
+            // Garbage collection every 5 s, so tests see it act; `extra`
+            // comes after, and a flag given twice takes its last value.
+            .args(["--gc-interval", "5s"])
             .args(extra)
             .envs(env.iter().copied())
             .env("KUBECONFIG", &c.kubeconfig)
@@ -448,7 +444,16 @@ pub async fn scale(client: &Client, ns: &str, name: &str, replicas: i32) {
         .expect("scale");
 }
 
-pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F)
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    wait_for_every(what, timeout, Duration::from_millis(250), check).await
+}
+
+/// [`wait_for`], looking every `interval`.
+pub async fn wait_for_every<F, Fut>(what: &str, timeout: Duration, interval: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
@@ -458,7 +463,7 @@ where
         match check().await {
             Ok(()) => return,
             Err(why) if Instant::now() > deadline => panic!("{what}: timed out: {why}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            Err(_) => tokio::time::sleep(interval).await,
         }
     }
 }
