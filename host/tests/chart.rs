@@ -730,6 +730,10 @@ async fn the_charts_service_account_is_enough_for_inflate() {
         pods_running(&client, ns, "inflate", 5)
     })
     .await;
+    wait_for("NodeClaims Ready", Duration::from_secs(30), || {
+        claims_ready(&client, pool)
+    })
+    .await;
     let claims = claims_of(&client, pool).await;
     assert!(!claims.is_empty());
     for claim in &claims {
