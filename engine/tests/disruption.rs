@@ -669,6 +669,38 @@ fn a_drifted_node_is_replaced_before_any_consolidation() {
 }
 
 #[test]
+fn with_consolidation_off_a_drifted_nodes_pods_still_move_onto_the_others() {
+    // Only the drifted node's pods are prepared for moving; the other node,
+    // which consolidation does not look at, still takes them in.
+    let mut p = dpool("default", d_series());
+    p.consolidate_after = "Never".into();
+    let mut drifted = filled(d("drifted", "Standard_D4s_v5"), 2, 1000);
+    drifted.node_pool_hash_drifted = true;
+    let roomy = filled(d("roomy", "Standard_D16s_v5"), 1, 1000);
+    let plan = disrupt(&dsnapshot(vec![p.clone()], vec![drifted, roomy.clone()]));
+    let cmd = command(&plan);
+    assert_eq!(cmd.method, Method::Drift);
+    assert_eq!(cmd.candidates, ["drifted"]);
+    assert!(!cmd.is_replace(), "{cmd:#?}");
+    assert_eq!(
+        reasons(&plan, "roomy"),
+        ["Another command came first this round: Drift"]
+    );
+    // With nothing drifted, nothing is simulated and each node says why.
+    let plan = disrupt(&dsnapshot(
+        vec![p],
+        vec![filled(d("quiet", "Standard_D4s_v5"), 2, 1000), roomy],
+    ));
+    assert!(plan.command.is_none(), "{plan:#?}");
+    for n in ["quiet", "roomy"] {
+        assert_eq!(
+            reasons(&plan, n),
+            ["NodePool \"default\" has consolidation disabled"]
+        );
+    }
+}
+
+#[test]
 fn requirement_drift_replaces_into_the_new_requirements() {
     let mut p = dpool("default", d_series());
     p.pool.requirements = vec![req(ZONE, Operator::In, &["zone-2"])];

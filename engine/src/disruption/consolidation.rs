@@ -10,7 +10,7 @@ use super::Draft;
 use super::candidates::{Candidate, sort_for_consolidation};
 use super::cluster::Cluster;
 use super::notes::Notes;
-use super::plan::{KeepKind, Method};
+use super::plan::{KeepKind, KeepReason, Method};
 use super::simulation::{Outcome, Simulator};
 use super::snapshot::{ConsolidationPolicy, DisruptionReason};
 
@@ -55,35 +55,62 @@ impl<'a, 'p> Ctx<'a, 'p> {
 
     /// Candidates consolidation may look at, sorted; the others get their reason.
     pub(crate) fn eligible(&self, notes: &mut Notes) -> Vec<usize> {
-        let mut out = Vec::new();
-        for (i, c) in self.cands.iter().enumerate() {
-            let pool = &self.cluster.pools[c.pool];
-            if let Err(why) = &c.consolidatable {
-                notes.add(c.node, why.clone());
-                continue;
-            }
-            if pool.spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
-                if c.reschedulable > 0 {
-                    notes.say(
-                        c.node,
-                        KeepKind::Unconsolidatable,
-                        format!(
-                            "NodePool {:?} has non-empty consolidation disabled",
-                            pool.name()
-                        ),
-                    );
-                }
-                continue;
-            }
-            if let Err(why) = &c.price {
-                notes.say(c.node, KeepKind::Unconsolidatable, why.clone());
-                continue;
-            }
-            out.push(i);
-        }
-        sort_for_consolidation(self.cands, &mut out);
-        out
+        eligible(self.cluster, self.cands, notes)
     }
+}
+
+/// Why consolidation passes a candidate over.
+enum PassedOver<'a> {
+    /// consolidateAfter has not passed, or consolidation is off.
+    NotConsolidatable(&'a KeepReason),
+    /// A WhenEmpty pool; only a node with pods to move is told so.
+    WhenEmpty { pods: bool, pool: &'a str },
+    /// Its price is unknown.
+    NoPrice(&'a str),
+}
+
+fn passed_over<'a>(cluster: &'a Cluster, c: &'a Candidate) -> Option<PassedOver<'a>> {
+    let pool = &cluster.pools[c.pool];
+    if let Err(why) = &c.consolidatable {
+        return Some(PassedOver::NotConsolidatable(why));
+    }
+    if pool.spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+        return Some(PassedOver::WhenEmpty {
+            pods: c.reschedulable > 0,
+            pool: pool.name(),
+        });
+    }
+    if let Err(why) = &c.price {
+        return Some(PassedOver::NoPrice(why));
+    }
+    None
+}
+
+/// Whether consolidation may look at `c`: [`eligible`] without the notes.
+pub(crate) fn considers(cluster: &Cluster, c: &Candidate) -> bool {
+    passed_over(cluster, c).is_none()
+}
+
+/// Candidates consolidation may look at, sorted; the others get their reason.
+pub(crate) fn eligible(cluster: &Cluster, cands: &[Candidate], notes: &mut Notes) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        match passed_over(cluster, c) {
+            None => out.push(i),
+            Some(PassedOver::NotConsolidatable(why)) => notes.add(c.node, why.clone()),
+            Some(PassedOver::WhenEmpty { pods: false, .. }) => {}
+            Some(PassedOver::WhenEmpty { pods: true, pool }) => notes.say(
+                c.node,
+                KeepKind::Unconsolidatable,
+                format!("NodePool {pool:?} has non-empty consolidation disabled"),
+            ),
+            Some(PassedOver::NoPrice(why)) => {
+                notes.say(c.node, KeepKind::Unconsolidatable, why.to_string())
+            }
+        }
+    }
+    sort_for_consolidation(cands, &mut out);
+    out
 }
 
 /// Consolidates the candidates `picked` (indexes into [`Ctx::cands`]) as one

@@ -13,7 +13,6 @@ use crate::scheduler::run::Run;
 use crate::scheduler::state::Spot;
 use crate::snapshot::Pod;
 
-use super::candidates::Candidate;
 use super::cluster::Cluster;
 
 /// At most this many pods are named when pods would not schedule.
@@ -38,10 +37,12 @@ pub(crate) struct Inputs<'s> {
 }
 
 impl<'s> Inputs<'s> {
-    pub(crate) fn new(c: &Cluster<'s>, cands: &[Candidate], expired: &[bool]) -> Self {
+    /// `moving`: the nodes (indexes into [`Cluster::nodes`]) simulations may
+    /// remove, whose pods are prepared for placing elsewhere.
+    pub(crate) fn new(c: &Cluster<'s>, moving: &[usize], expired: &[bool]) -> Self {
         let mut is_candidate = vec![false; c.nodes.len()];
-        for cand in cands {
-            is_candidate[cand.node] = true;
+        for &n in moving {
+            is_candidate[n] = true;
         }
         let mut pods: Vec<&'s Pod> = c.pending.clone();
         let mut origin = vec![Origin::Pending; pods.len()];
