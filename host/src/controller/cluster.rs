@@ -7,6 +7,7 @@
 
 use super::initial_list::InitialList;
 use super::metrics::Metrics;
+use super::uid_store::{self, UidStore};
 use crate::crds::nodeclaim::Requirements;
 use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
 use crate::crds::{NodeClaim, NodePool, labels};
@@ -25,7 +26,8 @@ use tokio::sync::broadcast;
 /// Read-only stores of everything the controller decides on.
 #[derive(Clone)]
 pub struct Cluster {
-    pub pods: Store<Pod>,
+    /// Keyed by UID: there are tens of thousands.
+    pub pods: UidStore<Pod>,
     pub nodes: Store<Node>,
     pub node_pools: Store<NodePool>,
     pub node_claims: Store<NodeClaim>,
@@ -66,7 +68,7 @@ impl Cluster {
         let (claims_tx, _) = broadcast::channel(SIGNAL_BUFFER);
 
         let tx = provision_tx.clone();
-        let pods = spawn(
+        let pods = spawn_by_uid(
             Api::<Pod>::all(client.clone()),
             lists,
             trim,
@@ -175,11 +177,24 @@ where
         .default_backoff()
         .modify(trim)
         .reflect(writer);
-    tokio::spawn(drive(stream, move |e| on_event(e)));
+    tokio::spawn(drive(stream, move |e| on_event(&e)));
     store
 }
 
-async fn drive<K, S>(stream: S, mut on_event: impl FnMut(&watcher::Event<K>))
+/// As [`spawn`], into a [`UidStore`].
+fn spawn_by_uid<K, T, F>(api: Api<K>, lists: InitialList, trim: T, mut on_event: F) -> UidStore<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: FnMut(&mut K) + Send + 'static,
+    F: FnMut(&watcher::Event<Arc<K>>) + Send + 'static,
+{
+    let (store, mut writer) = uid_store::store();
+    let stream = watcher(api, lists.config()).default_backoff().modify(trim);
+    tokio::spawn(drive(stream, move |e| on_event(&writer.apply(e))));
+    store
+}
+
+async fn drive<K, S>(stream: S, mut on_event: impl FnMut(watcher::Event<K>))
 where
     K: Resource<DynamicType = ()>,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
@@ -187,7 +202,7 @@ where
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(e) => on_event(&e),
+            Ok(e) => on_event(e),
             Err(e) => tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
         }
     }

@@ -36,6 +36,7 @@ pub mod nominations;
 pub mod provisioner;
 pub mod server;
 pub mod uid;
+pub mod uid_store;
 pub mod unavailable;
 
 use crate::plugins::Registry;

@@ -1,14 +1,18 @@
 //! Object UIDs as numbers: sets keyed by them hold 16 bytes an entry rather
 //! than a 36-byte string and its allocation.
 
-/// A UID (a UUID) as the number it spells. Anything else is hashed: a
-/// collision would only merge two entries of a set that is a hint.
+/// A UID (a UUID) as the number it spells. Anything else (the API server
+/// makes only UUIDs) is hashed to 128 bits, where a collision is as unlikely
+/// as between two UUIDs.
 pub fn key(uid: &str) -> u128 {
     let hashed = || {
         use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        uid.hash(&mut h);
-        u128::from(h.finish())
+        let half = |salt: u8| {
+            let mut h = DefaultHasher::new();
+            (salt, uid).hash(&mut h);
+            u128::from(h.finish())
+        };
+        half(0) << 64 | half(1)
     };
     let (mut n, mut digits) = (0u128, 0);
     for c in uid.chars().filter(|c| *c != '-') {
