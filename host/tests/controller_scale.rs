@@ -12,6 +12,10 @@
 //! clean-up, leaving 1,000 nodes and 10,000 pods standing to start other
 //! controllers against.
 //!
+//! To measure the binary the image ships, build it with `cargo build
+//! --profile dist -p karpenter-host --bin karpenter` and name it in
+//! `KARPENTER_TEST_CONTROLLER_BINARY`.
+//!
 //! To see where the memory goes: build without mimalloc
 //! (`--no-default-features`) and run with
 //! `KARPENTER_TEST_CONTROLLER_WRAPPER=heaptrack`: each controller writes its

@@ -95,9 +95,12 @@ impl PluginSetup {
     }
 }
 
-/// The controller's command, under `KARPENTER_TEST_CONTROLLER_WRAPPER` if set
+/// The controller's command: `KARPENTER_TEST_CONTROLLER_BINARY` if set (say
+/// the image's `dist` build), under `KARPENTER_TEST_CONTROLLER_WRAPPER` if set
 /// (say `heaptrack`, with a build without mimalloc).
 fn wrapped(binary: &str) -> Command {
+    let chosen = std::env::var("KARPENTER_TEST_CONTROLLER_BINARY").ok();
+    let binary = chosen.as_deref().unwrap_or(binary);
     let wrapper = std::env::var("KARPENTER_TEST_CONTROLLER_WRAPPER").unwrap_or_default();
     let mut words = wrapper.split_whitespace();
     match words.next() {
