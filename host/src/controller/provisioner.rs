@@ -131,34 +131,35 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
     };
     let started = Instant::now();
     let pending = snapshot.pods.len();
+    // The whole cluster as the engine saw it: not needed past the plan.
+    drop(snapshot);
     ctx.metrics
         .scheduling_duration
         .observe(scheduling.as_secs_f64());
 
     let by_name: BTreeMap<&str, &Pool> =
         pools.iter().map(|p| (p.engine.name.as_str(), p)).collect();
-    // Owned inputs: the creating futures must not borrow the plan.
-    let objects: Vec<Option<(String, NodeClaim)>> = plan
-        .new_node_claims
-        .iter()
-        .map(|claim| {
-            let pool = by_name.get(claim.node_pool.as_str())?;
-            Some((
-                claim.node_pool.clone(),
-                node_claim(&pool.object, &plan, claim),
-            ))
-        })
-        .collect();
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let metrics = ctx.metrics.clone();
     let writing = ctx.batch_writes.start();
-    let created: Vec<Option<String>> = futures::stream::iter(objects)
-        .map(move |object| create(api.clone(), metrics.clone(), object))
+    // Each object is built as its create starts: a thousand NodeClaims, each
+    // listing the instance types it may launch as, are megabytes at once.
+    // (By index: a closure taking `&NewNodeClaim` makes the task's future
+    // fail the compiler's `Send` check.)
+    let created: Vec<Option<String>> = futures::stream::iter(0..plan.new_node_claims.len())
+        .map(|i| {
+            let claim = &plan.new_node_claims[i];
+            let object = by_name.get(claim.node_pool.as_str()).map(|pool| {
+                (
+                    claim.node_pool.clone(),
+                    node_claim(&pool.object, &plan, claim),
+                )
+            });
+            create(api.clone(), ctx.metrics.clone(), object)
+        })
         .buffered(CREATES_IN_FLIGHT)
         .collect()
         .await;
     drop(writing);
-    drop(snapshot);
 
     publish_decisions(ctx, &plan, &created);
     Ok(Outcome {
