@@ -77,6 +77,8 @@ fn consolidate_after_counts_from_the_last_pod_event() {
 
 #[test]
 fn consolidate_after_never_turns_consolidation_off() {
+    // Nothing can be simulated away here, so nothing is prepared; each node
+    // still says why it stays.
     let mut p = dpool("default", d_series());
     p.consolidate_after = "Never".into();
     let plan = disrupt(&dsnapshot(
@@ -650,52 +652,26 @@ fn balanced_pools_refuse_moves_that_save_too_little() {
 
 #[test]
 fn a_drifted_node_is_replaced_before_any_consolidation() {
-    let mut drifted = filled(d("drifted", "Standard_D4s_v5"), 1, 3000);
-    drifted.node_pool_hash_drifted = true;
-    let plan = disrupt(&dsnapshot(
-        vec![dpool("default", d_series())],
-        vec![drifted, filled(d("oversized", "Standard_D32s_v5"), 1, 500)],
-    ));
-    let cmd = command(&plan);
-    assert_eq!(cmd.method, Method::Drift);
-    assert_eq!(cmd.reason, DisruptionReason::Drifted);
-    assert_eq!(cmd.candidates, ["drifted"]);
-    // Its pod fits on the oversized node: no replacement needed.
-    assert!(!cmd.is_replace(), "{cmd:#?}");
-    assert_eq!(
-        reasons(&plan, "oversized"),
-        ["Another command came first this round: Drift"]
-    );
-}
-
-#[test]
-fn with_consolidation_off_a_drifted_nodes_pods_still_move_onto_the_others() {
-    // Only the drifted node's pods are prepared for moving; the other node,
-    // which consolidation does not look at, still takes them in.
-    let mut p = dpool("default", d_series());
-    p.consolidate_after = "Never".into();
-    let mut drifted = filled(d("drifted", "Standard_D4s_v5"), 2, 1000);
-    drifted.node_pool_hash_drifted = true;
-    let roomy = filled(d("roomy", "Standard_D16s_v5"), 1, 1000);
-    let plan = disrupt(&dsnapshot(vec![p.clone()], vec![drifted, roomy.clone()]));
-    let cmd = command(&plan);
-    assert_eq!(cmd.method, Method::Drift);
-    assert_eq!(cmd.candidates, ["drifted"]);
-    assert!(!cmd.is_replace(), "{cmd:#?}");
-    assert_eq!(
-        reasons(&plan, "roomy"),
-        ["Another command came first this round: Drift"]
-    );
-    // With nothing drifted, nothing is simulated and each node says why.
-    let plan = disrupt(&dsnapshot(
-        vec![p],
-        vec![filled(d("quiet", "Standard_D4s_v5"), 2, 1000), roomy],
-    ));
-    assert!(plan.command.is_none(), "{plan:#?}");
-    for n in ["quiet", "roomy"] {
+    // With consolidation off too: then only the drifted node's pods are
+    // prepared for moving, and the node consolidation skips still takes them.
+    for consolidate_after in ["0s", "Never"] {
+        let mut p = dpool("default", d_series());
+        p.consolidate_after = consolidate_after.into();
+        let mut drifted = filled(d("drifted", "Standard_D4s_v5"), 1, 3000);
+        drifted.node_pool_hash_drifted = true;
+        let plan = disrupt(&dsnapshot(
+            vec![p],
+            vec![drifted, filled(d("oversized", "Standard_D32s_v5"), 1, 500)],
+        ));
+        let cmd = command(&plan);
+        assert_eq!(cmd.method, Method::Drift);
+        assert_eq!(cmd.reason, DisruptionReason::Drifted);
+        assert_eq!(cmd.candidates, ["drifted"]);
+        // Its pod fits on the oversized node: no replacement needed.
+        assert!(!cmd.is_replace(), "{consolidate_after}: {cmd:#?}");
         assert_eq!(
-            reasons(&plan, n),
-            ["NodePool \"default\" has consolidation disabled"]
+            reasons(&plan, "oversized"),
+            ["Another command came first this round: Drift"]
         );
     }
 }
