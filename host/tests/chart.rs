@@ -14,8 +14,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use karpenter::plugins::PluginConfig;
+use kube::Client;
 use kube::api::{Api, ListParams};
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -734,13 +734,6 @@ async fn the_charts_service_account_is_enough_for_inflate() {
         claims_ready(&client, pool)
     })
     .await;
-    let claims = claims_of(&client, pool).await;
-    assert!(!claims.is_empty());
-    for claim in &claims {
-        for t in ["Launched", "Registered", "Initialized", "Ready"] {
-            assert!(claim.is_true(t), "{} {t}", claim.name_any());
-        }
-    }
     // Leader election ran in the release's namespace, under the chart's Role.
     let lease = kubectl(
         &c,

@@ -488,16 +488,22 @@ pub async fn pods_running(client: &Client, ns: &str, app: &str, want: usize) -> 
     }
 }
 
-/// Every NodeClaim of the pool Ready. A pod can run on its node a moment
-/// before the NodeClaim's own status write lands, so tests wait for this
-/// rather than read it once the pods run.
+/// Every NodeClaim of the pool Launched, Registered, Initialized and Ready.
+/// A pod can run on its node a moment before the NodeClaim's own status
+/// write lands, so tests wait for this rather than read it once the pods run.
 pub async fn claims_ready(client: &Client, pool: &str) -> Result<(), String> {
     let claims = claims_of(client, pool).await;
-    match claims.iter().find(|c| !c.is_true("Ready")) {
-        None if !claims.is_empty() => Ok(()),
-        None => Err("no NodeClaims".into()),
-        Some(c) => Err(format!("{} not Ready", c.name_any())),
+    if claims.is_empty() {
+        return Err("no NodeClaims".into());
     }
+    for c in &claims {
+        for t in ["Launched", "Registered", "Initialized", "Ready"] {
+            if !c.is_true(t) {
+                return Err(format!("{} not {t}", c.name_any()));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub async fn claims_of(client: &Client, pool: &str) -> Vec<NodeClaim> {
