@@ -97,10 +97,8 @@ impl<K: Resource> Writer<K> {
             }
             Event::InitApply(o) => {
                 let o = Arc::new(o);
-                match &mut self.relist {
-                    Some(relist) => relist.insert(key(&*o), o.clone()),
-                    None => objects().insert(key(&*o), o.clone()),
-                };
+                let relist = self.relist.get_or_insert_with(HashMap::new);
+                relist.insert(key(&*o), o.clone());
                 Event::InitApply(o)
             }
             Event::InitDone => {
