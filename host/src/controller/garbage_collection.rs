@@ -5,7 +5,7 @@
 
 use super::Ctx;
 use crate::crds::NodeClaim;
-use crate::plugins::{objects, wit};
+use crate::plugins::{Plugin, objects, wit};
 use kube::ResourceExt;
 use kube::api::Api;
 use std::collections::BTreeSet;
@@ -32,34 +32,12 @@ pub async fn pass(ctx: &Ctx, suspects: &mut BTreeSet<String>) -> anyhow::Result<
     let api = Api::<NodeClaim>::all(ctx.client.clone());
     let mut seen = BTreeSet::new();
     for plugin in ctx.registry.plugins() {
-        let instances = match plugin.list().await {
-            Ok(i) => i,
-            Err(e) => {
-                tracing::warn!(plugin = %plugin.name, error = %e, "cannot list instances");
-                continue;
-            }
+        let Some(found) = survey(ctx, &plugin, suspects, &mut seen).await else {
+            continue;
         };
-        let claims = ctx.cluster.node_claims.state();
-        let names: BTreeSet<String> = claims.iter().map(|c| c.name_any()).collect();
-        let live: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
-
-        for i in &instances {
-            if names.contains(&i.node_claim) || matches!(i.state, wit::InstanceState::Terminated) {
-                continue;
-            }
-            let old_enough = match i
-                .created_at
-                .as_deref()
-                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            {
-                Some(t) => (jiff::Timestamp::now() - t)
-                    .total(jiff::Unit::Second)
-                    .is_ok_and(|s| s >= INSTANCE_GRACE.as_secs_f64()),
-                None => suspects.contains(&i.provider_id),
-            };
-            seen.insert(i.provider_id.clone());
+        for i in &found.orphans {
             // The store may lag behind a NodeClaim just created: ask the API server.
-            if !old_enough || api.get_opt(&i.node_claim).await?.is_some() {
+            if api.get_opt(&i.node_claim).await?.is_some() {
                 continue;
             }
             tracing::warn!(plugin = %plugin.name, provider_id = %i.provider_id, nodeclaim = %i.node_claim, "deleting an instance no NodeClaim owns");
@@ -72,14 +50,8 @@ pub async fn pass(ctx: &Ctx, suspects: &mut BTreeSet<String>) -> anyhow::Result<
                 }
             }
         }
-
-        let schemes = &plugin.metadata.provider_id_schemes;
-        for c in &claims {
+        for c in &found.unlisted {
             let Some(id) = c.provider_id() else { continue };
-            let ours = schemes.iter().any(|s| id.starts_with(&format!("{s}://")));
-            if !ours || live.contains(id) || c.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
             // A list can miss an instance; only a not-found from get counts.
             match plugin.get(id).await {
                 Err(e) if matches!(e.provider_error(), Some(wit::Error::NotFound(_))) => {
@@ -99,6 +71,78 @@ pub async fn pass(ctx: &Ctx, suspects: &mut BTreeSet<String>) -> anyhow::Result<
     }
     *suspects = seen;
     Ok(())
+}
+
+/// What one plugin's list says needs a closer look. The list itself, every
+/// instance the plugin runs, is dropped before any call that waits on a
+/// cloud.
+struct Survey {
+    /// Instances no stored NodeClaim owns, past the grace period.
+    orphans: Vec<wit::Instance>,
+    /// Launched NodeClaims of this plugin whose instance the list lacks.
+    unlisted: Vec<Arc<NodeClaim>>,
+}
+
+/// Lists the plugin's instances and compares them with the stored
+/// NodeClaims; `None` if the plugin cannot list. Instances without a
+/// NodeClaim are added to `seen`.
+async fn survey(
+    ctx: &Ctx,
+    plugin: &Plugin,
+    suspects: &BTreeSet<String>,
+    seen: &mut BTreeSet<String>,
+) -> Option<Survey> {
+    let _turn = ctx.whole_cluster_pass.lock().await;
+    let instances = match plugin.list().await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(plugin = %plugin.name, error = %e, "cannot list instances");
+            return None;
+        }
+    };
+    let claims = ctx.cluster.node_claims.state();
+    let names: BTreeSet<&str> = claims
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    let unlisted = {
+        let live: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
+        let schemes = &plugin.metadata.provider_id_schemes;
+        claims
+            .iter()
+            .filter(|c| {
+                c.provider_id().is_some_and(|id| {
+                    schemes.iter().any(|s| id.starts_with(&format!("{s}://")))
+                        && !live.contains(id)
+                        && c.metadata.deletion_timestamp.is_none()
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    let mut orphans = Vec::new();
+    for i in instances {
+        if names.contains(i.node_claim.as_str())
+            || matches!(i.state, wit::InstanceState::Terminated)
+        {
+            continue;
+        }
+        let old_enough = match i
+            .created_at
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        {
+            Some(t) => (jiff::Timestamp::now() - t)
+                .total(jiff::Unit::Second)
+                .is_ok_and(|s| s >= INSTANCE_GRACE.as_secs_f64()),
+            None => suspects.contains(&i.provider_id),
+        };
+        seen.insert(i.provider_id.clone());
+        if old_enough {
+            orphans.push(i);
+        }
+    }
+    Some(Survey { orphans, unlisted })
 }
 
 /// The NodeClaim an orphaned instance was launched for, rebuilt from what

@@ -95,6 +95,12 @@ pub struct Ctx {
     pub nominations: nominations::Nominations,
     pub batch_writes: batch_writes::BatchWrites,
     pub status_writes: lifecycle::Written,
+    /// Passes that hold a copy of the whole cluster while they run (a
+    /// disruption decision, a garbage-collection list) take turns here, so
+    /// those copies never add up: on timers of 10 s and 2 min started
+    /// together, they otherwise met every 2 min. The provisioner does not
+    /// wait here, as its batches are latency-bound.
+    pub whole_cluster_pass: tokio::sync::Mutex<()>,
     pub options: Options,
 }
 
@@ -117,6 +123,7 @@ impl Ctx {
             nominations: Default::default(),
             batch_writes: Default::default(),
             status_writes: Default::default(),
+            whole_cluster_pass: Default::default(),
             options,
         })
     }

@@ -117,7 +117,10 @@ pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decisi
 }
 
 async fn pass(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<()> {
-    let decision = decide(ctx, observer).await?;
+    let decision = {
+        let _turn = ctx.whole_cluster_pass.lock().await;
+        decide(ctx, observer).await?
+    };
     tracing::debug!(
         command = decision.plan.command.is_some(),
         expired = decision.plan.expired.len(),
