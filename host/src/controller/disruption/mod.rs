@@ -11,10 +11,14 @@ mod observe;
 pub mod repair;
 
 use super::Ctx;
+use crate::crds::NodeClaim;
 use crate::snapshot;
 use engine::disruption::{Command, DisruptionPlan, KeepKind, Method};
+use futures::StreamExt;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
 
 pub use observe::Observer;
 
@@ -45,11 +49,12 @@ impl Default for Settings {
 
 pub async fn run(ctx: Arc<Ctx>) {
     let mut observer = Observer::default();
+    let mut reporting = None;
     let mut tick = tokio::time::interval(ctx.options.disruption.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(e) = pass(&ctx, &mut observer).await {
+        if let Err(e) = pass(&ctx, &mut observer, &mut reporting).await {
             tracing::warn!(error = format!("{e:#}"), "disruption pass");
         }
         if ctx.options.disruption.node_repair
@@ -116,7 +121,11 @@ pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decisi
     })
 }
 
-async fn pass(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<()> {
+async fn pass(
+    ctx: &Ctx,
+    observer: &mut Observer,
+    reporting: &mut Option<JoinHandle<()>>,
+) -> anyhow::Result<()> {
     let decision = {
         let _turn = ctx.whole_cluster_pass.lock().await;
         decide(ctx, observer).await?
@@ -131,7 +140,7 @@ async fn pass(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<()> {
     for name in &decision.plan.expired {
         execute::expire(ctx, name).await?;
     }
-    report_kept(ctx, &decision.plan).await;
+    report_kept(ctx, &decision.plan, reporting);
     let Some(command) = decision.plan.command.clone() else {
         return Ok(());
     };
@@ -148,7 +157,10 @@ async fn pass(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<()> {
         decision
     } else {
         tokio::time::sleep(ctx.options.disruption.validation).await;
-        let again = decide(ctx, observer).await?;
+        let again = {
+            let _turn = ctx.whole_cluster_pass.lock().await;
+            decide(ctx, observer).await?
+        };
         if !same(&command, again.plan.command.as_ref()) {
             tracing::info!(
                 method = command.method.as_str(),
@@ -173,13 +185,40 @@ fn same(a: &Command, b: Option<&Command>) -> bool {
 }
 
 /// DisruptionBlocked and Unconsolidatable events on the NodeClaims kept,
-/// each repeated only when its message changes.
-async fn report_kept(ctx: &Ctx, plan: &DisruptionPlan) {
+/// each repeated only when its message changes. They are posted from a task
+/// of their own, one report at a time, so the pass never waits for them:
+/// when every node's reason changed at once, 1,000 events took the API
+/// server ten minutes under load, and no pass ran meanwhile. A pass that
+/// finds a report still running skips its own; the next one reports again.
+fn report_kept(ctx: &Ctx, plan: &DisruptionPlan, reporting: &mut Option<JoinHandle<()>>) {
+    if reporting.as_ref().is_some_and(|r| !r.is_finished()) {
+        return;
+    }
+    let claims = ctx.cluster.node_claims.state();
+    let by_provider_id: BTreeMap<&str, &Arc<NodeClaim>> = claims
+        .iter()
+        .filter_map(|c| Some((c.provider_id()?, c)))
+        .collect();
+    let by_name: BTreeMap<&str, &Arc<NodeClaim>> = claims
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
+        .collect();
+    let nodes = ctx.cluster.nodes.state();
+    let provider_ids: BTreeMap<&str, &str> = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n.provider_id()?)))
+        .collect();
+    let mut events = Vec::new();
     for kept in &plan.kept {
         let Some(reason) = kept.reasons.iter().find(|r| r.kind != KeepKind::Waiting) else {
             continue;
         };
-        let Some(claim) = execute::claim_of(ctx, &kept.name) else {
+        // A node's NodeClaim by providerID; one still launching by name.
+        let claim = match provider_ids.get(kept.name.as_str()) {
+            Some(id) => by_provider_id.get(id),
+            None => by_name.get(kept.name.as_str()),
+        };
+        let Some(&claim) = claim else {
             continue;
         };
         let event = match reason.kind {
@@ -187,8 +226,19 @@ async fn report_kept(ctx: &Ctx, plan: &DisruptionPlan) {
             KeepKind::Unconsolidatable => "Unconsolidatable",
             KeepKind::Waiting => continue,
         };
-        ctx.events
-            .decision(claim.as_ref(), false, event, reason.message.clone())
-            .await;
+        events.push((claim.clone(), event, reason.message.clone()));
     }
+    let publisher = ctx.events.clone();
+    *reporting = Some(tokio::spawn(async move {
+        futures::stream::iter(events)
+            .for_each_concurrent(16, |(claim, event, message)| {
+                let publisher = publisher.clone();
+                async move {
+                    publisher
+                        .decision(claim.as_ref(), false, event, message)
+                        .await
+                }
+            })
+            .await;
+    }));
 }
