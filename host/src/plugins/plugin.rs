@@ -26,7 +26,7 @@ const MAX_WARM: usize = 8;
 /// dropped after its call rather than kept warm: memories never shrink.
 /// Plugins built with Rust's defaults start at 1.06 MiB (a 1 MiB stack and
 /// their data). At 4 MiB, the instance that had listed 1,000 kwok Nodes
-/// (3-4 MiB) was kept, and its memory stayed resident.
+/// (about 3 MiB, in pages of 50) was kept, and its memory stayed resident.
 const MAX_WARM_MEMORY: usize = 2 << 20;
 
 /// Why a call failed. `Provider` is the plugin's own typed answer; the others
