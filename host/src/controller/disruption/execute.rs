@@ -21,13 +21,41 @@ use std::time::{Duration, Instant};
 /// The NodeClaim behind a name the engine uses: a Node's (through its
 /// providerID) or, for one still launching, the NodeClaim's own.
 pub fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
-    let node = ctx.cluster.nodes.find(|n| n.name_any() == name);
-    match node.and_then(|n| n.provider_id().map(str::to_string)) {
-        Some(id) => ctx
-            .cluster
-            .node_claims
-            .find(|c| c.provider_id() == Some(id.as_str())),
-        None => ctx.cluster.node_claims.find(|c| c.name_any() == name),
+    let (nodes, claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
+    ClaimIndex::new(&nodes, &claims).of(name).cloned()
+}
+
+/// [`claim_of`] for a pass that looks up many names: built once, so each
+/// lookup is not a scan of both stores.
+pub struct ClaimIndex<'a> {
+    provider_ids: BTreeMap<&'a str, &'a str>,
+    by_provider_id: BTreeMap<&'a str, &'a Arc<NodeClaim>>,
+    by_name: BTreeMap<&'a str, &'a Arc<NodeClaim>>,
+}
+
+impl<'a> ClaimIndex<'a> {
+    pub fn new(nodes: &'a [Arc<Node>], claims: &'a [Arc<NodeClaim>]) -> Self {
+        ClaimIndex {
+            provider_ids: nodes
+                .iter()
+                .filter_map(|n| Some((n.metadata.name.as_deref()?, n.provider_id()?)))
+                .collect(),
+            by_provider_id: claims
+                .iter()
+                .filter_map(|c| Some((c.provider_id()?, c)))
+                .collect(),
+            by_name: claims
+                .iter()
+                .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
+                .collect(),
+        }
+    }
+
+    pub fn of(&self, name: &str) -> Option<&'a Arc<NodeClaim>> {
+        match self.provider_ids.get(name) {
+            Some(id) => self.by_provider_id.get(id).copied(),
+            None => self.by_name.get(name).copied(),
+        }
     }
 }
 

@@ -11,11 +11,9 @@ mod observe;
 pub mod repair;
 
 use super::Ctx;
-use crate::crds::NodeClaim;
 use crate::snapshot;
 use engine::disruption::{Command, DisruptionPlan, KeepKind, Method};
 use futures::StreamExt;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
@@ -194,31 +192,14 @@ fn report_kept(ctx: &Ctx, plan: &DisruptionPlan, reporting: &mut Option<JoinHand
     if reporting.as_ref().is_some_and(|r| !r.is_finished()) {
         return;
     }
-    let claims = ctx.cluster.node_claims.state();
-    let by_provider_id: BTreeMap<&str, &Arc<NodeClaim>> = claims
-        .iter()
-        .filter_map(|c| Some((c.provider_id()?, c)))
-        .collect();
-    let by_name: BTreeMap<&str, &Arc<NodeClaim>> = claims
-        .iter()
-        .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
-        .collect();
-    let nodes = ctx.cluster.nodes.state();
-    let provider_ids: BTreeMap<&str, &str> = nodes
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.as_deref()?, n.provider_id()?)))
-        .collect();
+    let (nodes, claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
+    let index = execute::ClaimIndex::new(&nodes, &claims);
     let mut events = Vec::new();
     for kept in &plan.kept {
         let Some(reason) = kept.reasons.iter().find(|r| r.kind != KeepKind::Waiting) else {
             continue;
         };
-        // A node's NodeClaim by providerID; one still launching by name.
-        let claim = match provider_ids.get(kept.name.as_str()) {
-            Some(id) => by_provider_id.get(id),
-            None => by_name.get(kept.name.as_str()),
-        };
-        let Some(&claim) = claim else {
+        let Some(claim) = index.of(&kept.name) else {
             continue;
         };
         let event = match reason.kind {

@@ -19,14 +19,16 @@ const MAX_UNHEALTHY_FRACTION: f64 = 0.2;
 pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
     let now = jiff::Timestamp::now();
     let nodes = ctx.cluster.nodes.state();
+    let claims = ctx.cluster.node_claims.state();
+    let index = execute::ClaimIndex::new(&nodes, &claims);
     let mut policies: BTreeMap<(String, String), Vec<wit::RepairPolicy>> = BTreeMap::new();
     // NodePool to (nodes, unhealthy ones).
     let mut pools: BTreeMap<String, (usize, Vec<Arc<Node>>)> = BTreeMap::new();
-    for node in nodes {
+    for node in &nodes {
         let Some(pool) = node.label(labels::NODE_POOL).map(str::to_string) else {
             continue;
         };
-        let Some(claim) = execute::claim_of(ctx, &node.name_any()) else {
+        let Some(claim) = index.of(&node.name_any()) else {
             continue;
         };
         let r = &claim.spec.node_class_ref;
@@ -37,8 +39,8 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
         }
         let entry = pools.entry(pool).or_default();
         entry.0 += 1;
-        if unhealthy(&node, &policies[&key], now) {
-            entry.1.push(node);
+        if unhealthy(node, &policies[&key], now) {
+            entry.1.push(node.clone());
         }
     }
     for (pool, (total, unhealthy)) in pools {
