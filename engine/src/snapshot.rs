@@ -84,7 +84,9 @@ pub struct NodePool {
     /// `spec.limits`, including `nodes`.
     pub limits: ResourceList,
     /// What the cloud provider offers for this pool, available or not.
-    pub instance_types: Vec<InstanceType>,
+    /// Shared: the host keeps one copy per pool and catalog, and every
+    /// snapshot and decision it builds points at it.
+    pub instance_types: Arc<[InstanceType]>,
 }
 
 /// A node selector requirement, as in NodePool and pod node affinity.

@@ -162,8 +162,9 @@ fn shuffled(s: &DisruptionSnapshot, seed: u64) -> DisruptionSnapshot {
     shuffle(&mut s.pending_pods, &mut rng);
     for p in &mut s.node_pools {
         shuffle(&mut p.budgets, &mut rng);
-        shuffle(&mut p.pool.instance_types, &mut rng);
-        for t in &mut p.pool.instance_types {
+        let types = std::sync::Arc::make_mut(&mut p.pool.instance_types);
+        shuffle(types, &mut rng);
+        for t in types {
             shuffle(&mut t.offerings, &mut rng);
         }
     }

@@ -175,8 +175,9 @@ fn shuffled(s: &Snapshot, seed: u64) -> Snapshot {
     shuffle(&mut s.daemon_sets, &mut rng);
     shuffle(&mut s.node_pools, &mut rng);
     for p in &mut s.node_pools {
-        shuffle(&mut p.instance_types, &mut rng);
-        for t in &mut p.instance_types {
+        let types = std::sync::Arc::make_mut(&mut p.instance_types);
+        shuffle(types, &mut rng);
+        for t in types {
             shuffle(&mut t.offerings, &mut rng);
         }
     }

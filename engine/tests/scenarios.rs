@@ -703,8 +703,9 @@ fn shuffled_input_gives_the_same_plan() {
     r.pods.reverse();
     r.node_pools.reverse();
     for p in &mut r.node_pools {
-        p.instance_types.reverse();
-        for t in &mut p.instance_types {
+        let types = std::sync::Arc::make_mut(&mut p.instance_types);
+        types.reverse();
+        for t in types {
             t.offerings.reverse();
         }
     }

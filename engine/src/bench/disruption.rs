@@ -181,7 +181,7 @@ pub fn disruption_snapshot(nodes: usize, pods: usize) -> DisruptionSnapshot {
         node_pools: vec![DisruptionNodePool {
             pool: NodePool {
                 name: "default".to_string(),
-                instance_types: types,
+                instance_types: types.into(),
                 ..NodePool::default()
             },
             consolidate_after: "30s".to_string(),

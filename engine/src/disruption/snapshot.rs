@@ -161,7 +161,8 @@ pub struct ClusterNode {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NodePod {
-    /// The full spec, to place it elsewhere in simulations.
+    /// The full spec, to place it elsewhere in simulations. Its uid may be
+    /// empty: namespace and name tell bound pods apart.
     pub pod: Pod,
     /// `karpenter.sh/do-not-disrupt`: "true", or a duration counted from
     /// `start_time`.

@@ -92,7 +92,7 @@ pub fn a100() -> InstanceType {
 pub fn pool(name: &str, types: Vec<InstanceType>) -> NodePool {
     NodePool {
         name: name.to_string(),
-        instance_types: types,
+        instance_types: types.into(),
         ..NodePool::default()
     }
 }

@@ -270,7 +270,7 @@ async fn pool(ctx: &Ctx, np: &NodePool) -> anyhow::Result<Option<engine::NodePoo
     }
     let uid = object.metadata.uid.clone().unwrap_or_default();
     let types = ctx.instance_types.get(&plugin, np, &class, &uid).await?;
-    let mut pool = snapshot::nodepools::node_pool(np, &types)?;
+    let mut pool = snapshot::nodepools::node_pool(np, types)?;
     ctx.unavailable
         .apply(&mut pool.instance_types, Instant::now());
     Ok(Some(pool))

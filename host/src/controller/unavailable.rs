@@ -4,7 +4,7 @@
 
 use crate::plugins::wit;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Karpenter's default: an insufficient-capacity answer holds for 3 minutes.
@@ -32,20 +32,36 @@ impl UnavailableOfferings {
     }
 
     /// Marks the matching offerings of `types` unavailable; returns how many.
-    pub fn apply(&self, types: &mut [engine::InstanceType], now: Instant) -> usize {
+    /// The catalog is shared with the cache, so it is copied only when an
+    /// offering is marked.
+    pub fn apply(&self, types: &mut Arc<[engine::InstanceType]>, now: Instant) -> usize {
         let until = self.until.lock().unwrap_or_else(|e| e.into_inner());
-        if until.is_empty() {
+        let failed: Vec<&(String, String, String)> = until
+            .iter()
+            .filter(|(_, t)| **t > now)
+            .map(|(k, _)| k)
+            .collect();
+        if failed.is_empty() {
+            return 0;
+        }
+        let hit = |name: &str, o: &engine::Offering| {
+            o.available
+                && failed.iter().any(|(it, zone, ct)| {
+                    it == name
+                        && o.zone.as_deref().unwrap_or_default() == zone
+                        && &o.capacity_type == ct
+                })
+        };
+        if !types
+            .iter()
+            .any(|t| t.offerings.iter().any(|o| hit(&t.name, o)))
+        {
             return 0;
         }
         let mut n = 0;
-        for t in types.iter_mut() {
+        for t in Arc::make_mut(types) {
             for o in &mut t.offerings {
-                let key = (
-                    t.name.clone(),
-                    o.zone.clone().unwrap_or_default(),
-                    o.capacity_type.clone(),
-                );
-                if o.available && until.get(&key).is_some_and(|t| *t > now) {
+                if hit(&t.name, o) {
                     o.available = false;
                     n += 1;
                 }
@@ -82,18 +98,21 @@ mod tests {
             }],
             now,
         );
-        let types = || {
-            vec![engine::InstanceType {
-                name: "m".into(),
-                offerings: vec![offering("a"), offering("b")],
-                ..Default::default()
-            }]
-        };
-        let mut t = types();
+        let catalog: Arc<[engine::InstanceType]> = Arc::new([engine::InstanceType {
+            name: "m".into(),
+            offerings: vec![offering("a"), offering("b")],
+            ..Default::default()
+        }]);
+        let mut t = catalog.clone();
         assert_eq!(cache.apply(&mut t, now + Duration::from_secs(1)), 1);
         assert!(!t[0].offerings[0].available);
         assert!(t[0].offerings[1].available, "another zone is untouched");
-        let mut t = types();
+        assert!(
+            catalog[0].offerings[0].available,
+            "the shared catalog is untouched"
+        );
+        let mut t = catalog.clone();
         assert_eq!(cache.apply(&mut t, now + TTL + Duration::from_secs(1)), 0);
+        assert!(Arc::ptr_eq(&t, &catalog), "nothing marked, nothing copied");
     }
 }

@@ -25,7 +25,13 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
     let mut node_pools = Vec::new();
     for np in &manifests.node_pools {
         let types = instance_types(np, manifests, registry).await?;
-        node_pools.push(snapshot::nodepools::node_pool(np, &types)?);
+        let catalog = snapshot::instance_types::catalog(&types).with_context(|| {
+            format!(
+                "nodepool {}",
+                np.metadata.name.as_deref().unwrap_or_default()
+            )
+        })?;
+        node_pools.push(snapshot::nodepools::node_pool(np, catalog)?);
     }
     let all_pods: Vec<crate::slim::Pod> = manifests
         .pods

@@ -196,7 +196,7 @@ fn estimate(
     let types = pools
         .iter()
         .filter(|p| Some(p.name.as_str()) == pool)
-        .flat_map(|p| &p.instance_types)
+        .flat_map(|p| p.instance_types.iter())
         .filter(|t| names.contains(t.name.as_str()));
     let mut smallest: Option<ResourceList> = None;
     let mut largest = ResourceList::new();

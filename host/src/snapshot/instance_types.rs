@@ -3,6 +3,7 @@
 use crate::plugins::wit;
 use anyhow::Context;
 use engine::{InstanceType, Offering, Operator, Overhead, Requirement, ResourceList};
+use std::sync::Arc;
 
 pub fn operator(op: wit::Operator) -> Operator {
     match op {
@@ -35,6 +36,12 @@ pub fn resources(list: &[(String, String)]) -> anyhow::Result<ResourceList> {
             ))
         })
         .collect()
+}
+
+/// A plugin's catalog, converted once and shared by every snapshot built
+/// from it.
+pub fn catalog(types: &[wit::InstanceType]) -> anyhow::Result<Arc<[InstanceType]>> {
+    types.iter().map(instance_type).collect()
 }
 
 pub fn instance_type(it: &wit::InstanceType) -> anyhow::Result<InstanceType> {

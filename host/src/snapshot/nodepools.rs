@@ -2,10 +2,14 @@
 
 use super::{instance_types, nodes};
 use crate::crds::NodePool;
-use crate::plugins::wit;
 use anyhow::Context;
+use std::sync::Arc;
 
-pub fn node_pool(np: &NodePool, types: &[wit::InstanceType]) -> anyhow::Result<engine::NodePool> {
+/// `types`: the pool's catalog from [`instance_types::catalog`].
+pub fn node_pool(
+    np: &NodePool,
+    types: Arc<[engine::InstanceType]>,
+) -> anyhow::Result<engine::NodePool> {
     let name = np.metadata.name.clone().unwrap_or_default();
     let spec = &np.spec.template.spec;
     let build = || -> anyhow::Result<engine::NodePool> {
@@ -39,10 +43,7 @@ pub fn node_pool(np: &NodePool, types: &[wit::InstanceType]) -> anyhow::Result<e
                 .collect::<anyhow::Result<_>>()?,
             requirements,
             limits: super::resource_list(np.spec.limits.as_ref()).context("limits")?,
-            instance_types: types
-                .iter()
-                .map(instance_types::instance_type)
-                .collect::<anyhow::Result<_>>()?,
+            instance_types: types,
         })
     };
     build().with_context(|| format!("nodepool {name}"))
