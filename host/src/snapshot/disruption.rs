@@ -238,7 +238,7 @@ fn node_pod(p: &Pod, converter: &mut pods::Pods) -> anyhow::Result<NodePod> {
     let annotations = p.annotations();
     let status = p.status.as_ref();
     Ok(NodePod {
-        pod: converter.pod(p, creation_seconds(p))?,
+        pod: converter.on_node(p, creation_seconds(p))?,
         do_not_disrupt: annotations.get(labels::DO_NOT_DISRUPT).cloned(),
         deletion_cost: annotations
             .get("controller.kubernetes.io/pod-deletion-cost")
