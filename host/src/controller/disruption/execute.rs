@@ -18,15 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The NodeClaim behind a name the engine uses: a Node's (through its
-/// providerID) or, for one still launching, the NodeClaim's own.
-pub fn claim_of(ctx: &Ctx, name: &str) -> Option<Arc<NodeClaim>> {
-    let (nodes, claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
-    ClaimIndex::new(&nodes, &claims).of(name).cloned()
-}
-
-/// [`claim_of`] for a pass that looks up many names: built once, so each
-/// lookup is not a scan of both stores.
+/// The NodeClaims behind the names the engine uses: a Node's (through its
+/// providerID) or, for one still launching, the NodeClaim's own. Built once
+/// per pass from the stores, so each lookup is not a scan of both.
 pub struct ClaimIndex<'a> {
     provider_ids: BTreeMap<&'a str, &'a str>,
     by_provider_id: BTreeMap<&'a str, &'a Arc<NodeClaim>>,
@@ -61,14 +55,11 @@ impl<'a> ClaimIndex<'a> {
 
 /// Expiration: the NodeClaim is deleted whatever budgets or PDBs say;
 /// termination still drains it gracefully until terminationGracePeriod.
-pub async fn expire(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
-    let Some(claim) = claim_of(ctx, name) else {
-        return Ok(());
-    };
+pub async fn expire(ctx: &Ctx, claim: &NodeClaim) -> anyhow::Result<()> {
     if claim.metadata.deletion_timestamp.is_some() {
         return Ok(());
     }
-    terminate(ctx, &claim, "Expired").await
+    terminate(ctx, claim, "Expired").await
 }
 
 async fn terminate(ctx: &Ctx, claim: &NodeClaim, reason: &str) -> anyhow::Result<()> {
@@ -93,13 +84,17 @@ async fn terminate(ctx: &Ctx, claim: &NodeClaim, reason: &str) -> anyhow::Result
 
 pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
     let reason = cmd.reason.as_str();
+    let (all_nodes, all_claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
+    let index = ClaimIndex::new(&all_nodes, &all_claims);
     let mut claims = Vec::new();
     let mut nodes = Vec::new();
     for name in &cmd.candidates {
-        let claim = claim_of(ctx, name)
+        let claim = index
+            .of(name)
+            .cloned()
             .ok_or_else(|| anyhow::anyhow!("candidate {name} has no NodeClaim any more"))?;
-        if let Some(n) = ctx.cluster.nodes.find(|n| n.name_any() == *name) {
-            nodes.push(n);
+        if let Some(n) = all_nodes.iter().find(|n| n.name_any() == *name) {
+            nodes.push(n.clone());
         }
         claims.push(claim);
     }

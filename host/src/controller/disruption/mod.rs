@@ -135,8 +135,14 @@ async fn pass(
         decision_ms = decision.elapsed.as_millis() as u64,
         "disruption decided"
     );
-    for name in &decision.plan.expired {
-        execute::expire(ctx, name).await?;
+    if !decision.plan.expired.is_empty() {
+        let (nodes, claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
+        let index = execute::ClaimIndex::new(&nodes, &claims);
+        for name in &decision.plan.expired {
+            if let Some(claim) = index.of(name) {
+                execute::expire(ctx, claim).await?;
+            }
+        }
     }
     report_kept(ctx, &decision.plan, reporting);
     let Some(command) = decision.plan.command.clone() else {

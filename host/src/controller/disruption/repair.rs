@@ -57,7 +57,7 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
             continue;
         }
         for node in unhealthy {
-            if let Some(claim) = execute::claim_of(ctx, &node.name_any())
+            if let Some(claim) = index.of(&node.name_any())
                 && claim.metadata.deletion_timestamp.is_none()
             {
                 ctx.events
@@ -67,7 +67,7 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
                         format!("Repairing NodeClaim: node {} is unhealthy", node.name_any()),
                     )
                     .await;
-                crate::controller::lifecycle::delete_node_claim(ctx, &claim).await?;
+                crate::controller::lifecycle::delete_node_claim(ctx, claim).await?;
                 ctx.metrics
                     .disrupted
                     .get_or_create(&crate::controller::metrics::DisruptedLabels {
