@@ -339,16 +339,30 @@ pub fn install_wasm_crds(c: &Cluster, wasm: &std::path::Path, crds: &[&str]) {
     }
 }
 
+/// `kubectl wait` fails at once, rather than waits, on a CRD so new that
+/// its status has no conditions yet; so it is asked again.
 fn wait_established(c: &Cluster, crd: &str) {
-    kubectl(
-        c,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            &format!("crd/{crd}"),
-        ],
-    );
+    let args = [
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        &format!("crd/{crd}"),
+    ];
+    for _ in 0..20 {
+        let out = Command::new(&c.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &c.kubeconfig)
+            .output()
+            .expect("the cluster's kubectl runs");
+        if out.status.success() {
+            return;
+        }
+        if !String::from_utf8_lossy(&out.stderr).contains(".status.conditions accessor error") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    kubectl(c, &args);
 }
 
 pub fn apply(c: &Cluster, manifest: serde_json::Value) {
