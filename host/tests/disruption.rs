@@ -444,3 +444,54 @@ async fn pods_running_count(client: &Client, ns: &str, app: &str) -> usize {
         })
         .unwrap_or(0)
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn an_expired_node_is_replaced() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    let (ns, pool) = names("expire");
+    let (ns, pool) = (ns.as_str(), pool.as_str());
+    namespace(&client, ns).await;
+    apply(&c, node_class());
+    let mut np = node_pool(pool, requirements_on_demand_amd64());
+    // Expiration is forceful: a budget of no nodes does not hold it back.
+    np["spec"]["template"]["spec"]["expireAfter"] = json!("30s");
+    np["spec"]["disruption"]["budgets"] = json!([{"nodes": "0"}]);
+    apply(&c, np);
+    apply(&c, deployment(ns, "inflate", pool, 1, "500m", false));
+    let _controller = Controller::start(&c, &[], &FAST);
+    wait_for("the pod running", Duration::from_secs(120), || {
+        pods_running(&client, ns, "inflate", 1)
+    })
+    .await;
+    let first = claim_names(&client, pool).await;
+    assert_eq!(first.len(), 1, "one node for one pod");
+
+    wait_for(
+        "the expired node replaced",
+        Duration::from_secs(180),
+        || async {
+            let claims = claim_names(&client, pool).await;
+            pods_running(&client, ns, "inflate", 1).await?;
+            let on = pod_nodes(&c, ns, "inflate");
+            if claims.is_disjoint(&first) && !claims.is_empty() && on.is_subset(&claims) {
+                Ok(())
+            } else {
+                Err(format!("claims {claims:?} (were {first:?}), pod on {on:?}"))
+            }
+        },
+    )
+    .await;
+    let old = first.iter().next().expect("a claim");
+    assert!(
+        events_of(&client, old)
+            .await
+            .iter()
+            .any(|e| e == "DisruptionTerminating: Disrupting NodeClaim: Expired"),
+        "the old NodeClaim says it expired"
+    );
+    clean_up(&client, ns, pool).await;
+}
