@@ -762,6 +762,27 @@ fn expired_nodes_are_listed_whatever_protects_them() {
     assert!(disrupt(&dsnapshot(vec![p], vec![old])).expired.is_empty());
 }
 
+#[test]
+fn a_node_expires_by_its_own_expire_after_not_its_pools_new_one() {
+    let mut node = filled(d("node", "Standard_D4s_v5"), 1, 1000);
+    node.created = NOW - 2 * DAY;
+    node.expire_after = Some("24h".into());
+    let p = dpool("default", d_series());
+    assert_eq!(p.expire_after, "720h");
+    let plan = disrupt(&dsnapshot(vec![p.clone()], vec![node.clone()]));
+    assert_eq!(plan.expired, ["node"], "its own 24h has passed");
+    // A NodePool shortened after the node was made drifts it; it does
+    // not expire it.
+    let mut shortened = p;
+    shortened.expire_after = "1h".into();
+    node.expire_after = Some("720h".into());
+    assert!(
+        disrupt(&dsnapshot(vec![shortened], vec![node]))
+            .expired
+            .is_empty()
+    );
+}
+
 // ---- Input ----
 
 #[test]

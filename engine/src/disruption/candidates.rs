@@ -164,10 +164,10 @@ pub(crate) fn eviction_cost(p: &NodePod) -> f64 {
 }
 
 /// The share of its lifetime (expireAfter) a node has left, in [0, 1].
-fn lifetime_remaining(c: &Cluster, pool: &PoolView, node: &ClusterNode) -> f64 {
-    match pool.expire_after {
+fn lifetime_remaining(c: &Cluster, node: &NodeView) -> f64 {
+    match node.expire_after {
         Some(total) => {
-            let age = c.now_ms().saturating_sub(ms(node.created));
+            let age = c.now_ms().saturating_sub(ms(node.node.created));
             ((total - age) as f64 / total as f64).clamp(0.0, 1.0)
         }
         None => 1.0,
@@ -190,7 +190,7 @@ fn candidate(c: &Cluster, i: usize, pool_index: usize) -> Candidate {
         instance_type: label(INSTANCE_TYPE),
         capacity_type: label(CAPACITY_TYPE),
         price: price(pool, &node.labels),
-        disruption_cost: rescheduling * lifetime_remaining(c, pool, node),
+        disruption_cost: rescheduling * lifetime_remaining(c, n),
         move_cost,
         reschedulable: n.reschedulable().count(),
         drift: drift(pool, node),

@@ -45,6 +45,9 @@ pub(crate) struct NodeView<'s> {
     pub(crate) node: &'s ClusterNode,
     /// Index into [`Cluster::pools`] of a managed node whose pool exists.
     pub(crate) pool: Option<usize>,
+    /// Milliseconds: the node's own `expireAfter`, else its pool's; `None`
+    /// is "Never" (or unreadable: a node is never expired by mistake).
+    pub(crate) expire_after: Option<i64>,
     /// By namespace, name, uid.
     pub(crate) pods: Vec<&'s NodePod>,
 }
@@ -77,10 +80,7 @@ impl<'s> Cluster<'s> {
             .map(|spec| PoolView {
                 spec,
                 consolidate_after: duration::parse_or_never(&spec.consolidate_after),
-                expire_after: duration::parse_or_never(&spec.expire_after)
-                    .ok()
-                    .flatten()
-                    .filter(|d| *d > 0),
+                expire_after: lifetime(&spec.expire_after),
             })
             .collect();
         let mut nodes: Vec<&ClusterNode> = s.nodes.iter().collect();
@@ -94,7 +94,18 @@ impl<'s> Cluster<'s> {
                     .and_then(|name| pools.binary_search_by(|p| p.name().cmp(name)).ok());
                 let mut pods: Vec<&NodePod> = node.pods.iter().collect();
                 pods.sort_by(|a, b| pod_key(&a.pod).cmp(&pod_key(&b.pod)));
-                NodeView { node, pool, pods }
+                // As Karpenter v1: the NodeClaim's value, fixed at creation
+                // (a NodePool's new value drifts the node instead).
+                let expire_after = match &node.expire_after {
+                    Some(own) => lifetime(own),
+                    None => pool.and_then(|i| pools[i].expire_after),
+                };
+                NodeView {
+                    node,
+                    pool,
+                    expire_after,
+                    pods,
+                }
             })
             .collect();
         let mut pending: Vec<&Pod> = s.pending_pods.iter().collect();
@@ -118,6 +129,14 @@ impl<'s> Cluster<'s> {
     pub(crate) fn now_ms(&self) -> i64 {
         self.now.saturating_mul(1000)
     }
+}
+
+/// An `expireAfter` in milliseconds; `None` for "Never", zero or unreadable.
+fn lifetime(expire_after: &str) -> Option<i64> {
+    duration::parse_or_never(expire_after)
+        .ok()
+        .flatten()
+        .filter(|d| *d > 0)
 }
 
 /// Seconds to milliseconds.

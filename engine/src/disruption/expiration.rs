@@ -9,12 +9,9 @@ pub(crate) fn expired(c: &Cluster) -> Vec<bool> {
     c.nodes
         .iter()
         .map(|n| {
-            let Some(pool) = n.pool.map(|i| &c.pools[i]) else {
-                return false;
-            };
-            !n.node.deleting
-                && pool
-                    .expire_after
+            n.pool.is_some()
+                && !n.node.deleting
+                && n.expire_after
                     .is_some_and(|d| ms(n.node.created).saturating_add(d) <= now)
         })
         .collect()

@@ -145,6 +145,10 @@ pub struct ClusterNode {
     pub do_not_disrupt: Option<String>,
     /// The NodeClaim's creation, Unix seconds.
     pub created: i64,
+    /// The NodeClaim's own `spec.expireAfter`, copied from its NodePool when
+    /// it was created; the NodePool's when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expire_after: Option<String>,
     /// When it became Initialized; `created` when absent.
     pub initialized_at: Option<i64>,
     /// `status.lastPodEventTime`; `initialized_at` when absent.

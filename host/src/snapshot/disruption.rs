@@ -205,7 +205,7 @@ fn cluster_node(
     Ok(cn)
 }
 
-/// What comes from the NodeClaim: its age, initialization, drift.
+/// What comes from the NodeClaim: its age and lifetime, initialization, drift.
 fn claim_fields(
     cn: &mut ClusterNode,
     c: &NodeClaim,
@@ -216,6 +216,7 @@ fn claim_fields(
     if let Some(t) = &c.metadata.creation_timestamp {
         cn.created = t.0.as_second();
     }
+    cn.expire_after = c.spec.expire_after.clone();
     cn.initialized_at = c
         .condition(crate::crds::nodeclaim::conditions::INITIALIZED)
         .filter(|x| x.status == "True")
