@@ -771,8 +771,8 @@ fn a_node_expires_by_its_own_expire_after_not_its_pools_new_one() {
     assert_eq!(p.expire_after, "720h");
     let plan = disrupt(&dsnapshot(vec![p.clone()], vec![node.clone()]));
     assert_eq!(plan.expired, ["node"], "its own 24h has passed");
-    // A NodePool shortened after the node was made drifts it; it does
-    // not expire it.
+    // A NodePool shortened after the node was made does not expire it (the
+    // host sees the NodePool's hash change and drifts it instead).
     let mut shortened = p;
     shortened.expire_after = "1h".into();
     node.expire_after = Some("720h".into());
