@@ -25,9 +25,32 @@ const FAST: [&str; 5] = [
     "5s",
 ];
 
-fn names(what: &str) -> (String, String) {
+/// One scenario's cluster, with the CRDs and the kwok NodeClass in place,
+/// and its own namespace and NodePool name. Holds [`SERIAL`] while it lives.
+struct Scenario {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    c: Cluster,
+    client: Client,
+    ns: String,
+    pool: String,
+}
+
+async fn scenario(what: &str) -> Scenario {
+    let serial = SERIAL.lock().await;
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
     let id = std::process::id();
-    (format!("e2e-{what}-{id}"), format!("{what}-{id}"))
+    let (ns, pool) = (format!("e2e-{what}-{id}"), format!("{what}-{id}"));
+    namespace(&client, &ns).await;
+    apply(&c, node_class());
+    Scenario {
+        _serial: serial,
+        c,
+        client,
+        ns,
+        pool,
+    }
 }
 
 /// On-demand amd64 Linux nodes with 4 CPUs of the given kwok families.
@@ -139,35 +162,29 @@ fn pod_nodes(c: &Cluster, ns: &str, app: &str) -> BTreeSet<String> {
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_zero_budget_blocks_then_empty_nodes_go() {
-    let _serial = SERIAL.lock().await;
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    let (ns, pool) = names("empty");
-    let (ns, pool) = (ns.as_str(), pool.as_str());
-    namespace(&client, ns).await;
-    apply(&c, node_class());
+    let s = scenario("empty").await;
+    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
     let mut np = pool_of_four_cpu_nodes(pool);
     np["spec"]["disruption"]["budgets"] =
         json!([{"nodes": "0", "schedule": "* * * * *", "duration": "1h"}]);
-    apply(&c, np);
-    apply(&c, deployment(ns, "inflate", pool, 3, "1500m", true));
-    let controller = Controller::start(&c, &[], &FAST);
+    apply(c, np);
+    apply(c, deployment(ns, "inflate", pool, 3, "1500m", true));
+    let controller = Controller::start(c, &[], &FAST);
     wait_for("3 pods running", Duration::from_secs(120), || {
-        pods_running(&client, ns, "inflate", 3)
+        pods_running(client, ns, "inflate", 3)
     })
     .await;
-    let claims = claim_names(&client, pool).await;
+    let claims = claim_names(client, pool).await;
     assert_eq!(claims.len(), 3);
 
-    scale(&client, ns, "inflate", 0).await;
+    scale(client, ns, "inflate", 0).await;
     let blocked = "No allowed disruptions for disruption reason Empty due to blocking budget";
     let first = claims.iter().next().expect("a claim").clone();
     wait_for(
         "the budget's DisruptionBlocked event",
         Duration::from_secs(60),
         || async {
-            let events = events_of(&client, &first).await;
+            let events = events_of(client, &first).await;
             if events
                 .iter()
                 .any(|e| e == &format!("DisruptionBlocked: {blocked}"))
@@ -180,7 +197,7 @@ async fn a_zero_budget_blocks_then_empty_nodes_go() {
     )
     .await;
     assert_eq!(
-        claim_names(&client, pool).await,
+        claim_names(client, pool).await,
         claims,
         "nothing disrupted under a zero budget"
     );
@@ -193,7 +210,7 @@ async fn a_zero_budget_blocks_then_empty_nodes_go() {
         .expect("patch the NodePool");
     let lifted = Instant::now();
     wait_for("the empty nodes gone", Duration::from_secs(120), || async {
-        let left = claims_of(&client, pool).await.len() + kwok_nodes(&client, pool).await.len();
+        let left = claims_of(client, pool).await.len() + kwok_nodes(client, pool).await.len();
         if left == 0 {
             Ok(())
         } else {
@@ -206,7 +223,7 @@ async fn a_zero_budget_blocks_then_empty_nodes_go() {
         lifted.elapsed().as_secs_f64()
     );
     assert!(
-        events_of(&client, &first)
+        events_of(client, &first)
             .await
             .iter()
             .any(|e| e == "DisruptionTerminating: Disrupting NodeClaim: Empty"),
@@ -224,20 +241,14 @@ async fn a_zero_budget_blocks_then_empty_nodes_go() {
             .await
             >= 1.0
     );
-    clean_up(&client, ns, pool).await;
+    clean_up(client, ns, pool).await;
 }
 
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn two_half_empty_nodes_become_one_honouring_a_pdb() {
-    let _serial = SERIAL.lock().await;
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    let (ns, pool) = names("consolidate");
-    let (ns, pool) = (ns.as_str(), pool.as_str());
-    namespace(&client, ns).await;
-    apply(&c, node_class());
+    let s = scenario("consolidate").await;
+    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
     // Nodes of family s (4 GiB per CPU) first; consolidation waits until the
     // setup below is done; both nodes may go at once (the default budget,
     // 10%, allows one of two).
@@ -245,8 +256,8 @@ async fn two_half_empty_nodes_become_one_honouring_a_pdb() {
     np["spec"]["template"]["spec"]["requirements"] = four_cpu_requirements(&["s"]);
     np["spec"]["disruption"]["consolidateAfter"] = json!("Never");
     np["spec"]["disruption"]["budgets"] = json!([{"nodes": "100%"}]);
-    apply(&c, np);
-    apply(&c, deployment(ns, "half", pool, 0, "1500m", false));
+    apply(c, np);
+    apply(c, deployment(ns, "half", pool, 0, "1500m", false));
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "half", "namespace": ns},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "half"}}}
@@ -256,9 +267,9 @@ async fn two_half_empty_nodes_become_one_honouring_a_pdb() {
         .create(&PostParams::default(), &pdb)
         .await
         .expect("create the PDB");
-    let _controller = Controller::start(&c, &[], &FAST);
-    two_half_empty_nodes(&c, &client, ns, pool).await;
-    let before = claim_names(&client, pool).await;
+    let _controller = Controller::start(c, &[], &FAST);
+    two_half_empty_nodes(c, client, ns, pool).await;
+    let before = claim_names(client, pool).await;
 
     // Widen the pool to the cheaper family c and let it consolidate: one
     // c node (half the memory) holds both pods for less than the two s
@@ -275,10 +286,10 @@ async fn two_half_empty_nodes_become_one_honouring_a_pdb() {
     let started = Instant::now();
     let mut fewest_running = usize::MAX;
     loop {
-        let running = pods_running_count(&client, ns, "half").await;
+        let running = pods_running_count(client, ns, "half").await;
         fewest_running = fewest_running.min(running);
-        let claims = claim_names(&client, pool).await;
-        let nodes = pod_nodes(&c, ns, "half");
+        let claims = claim_names(client, pool).await;
+        let nodes = pod_nodes(c, ns, "half");
         if running == 2 && claims.len() == 1 && claims.is_disjoint(&before) && nodes.len() == 1 {
             break;
         }
@@ -293,30 +304,24 @@ async fn two_half_empty_nodes_become_one_honouring_a_pdb() {
         started.elapsed().as_secs_f64()
     );
     assert!(fewest_running >= 1, "the PDB's minAvailable held");
-    clean_up(&client, ns, pool).await;
+    clean_up(client, ns, pool).await;
 }
 
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_do_not_disrupt_pod_keeps_its_node() {
-    let _serial = SERIAL.lock().await;
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    let (ns, pool) = names("dnd");
-    let (ns, pool) = (ns.as_str(), pool.as_str());
-    namespace(&client, ns).await;
-    apply(&c, node_class());
+    let s = scenario("dnd").await;
+    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
     let mut np = pool_of_four_cpu_nodes(pool);
     np["spec"]["disruption"]["consolidateAfter"] = json!("Never");
-    apply(&c, np);
+    apply(c, np);
     let mut d = deployment(ns, "half", pool, 0, "1500m", false);
     d["spec"]["template"]["metadata"]["annotations"] =
         json!({"karpenter.sh/do-not-disrupt": "true"});
-    apply(&c, d);
-    let controller = Controller::start(&c, &[], &FAST);
-    two_half_empty_nodes(&c, &client, ns, pool).await;
-    let before = claim_names(&client, pool).await;
+    apply(c, d);
+    let controller = Controller::start(c, &[], &FAST);
+    two_half_empty_nodes(c, client, ns, pool).await;
+    let before = claim_names(client, pool).await;
 
     let patch = json!({"spec": {"disruption": {"consolidateAfter": "0s"}}});
     Api::<karpenter::crds::NodePool>::all(client.clone())
@@ -328,7 +333,7 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
         "the do-not-disrupt DisruptionBlocked event",
         Duration::from_secs(60),
         || async {
-            let events = events_of(&client, &first).await;
+            let events = events_of(client, &first).await;
             if events.iter().any(|e| {
                 e.starts_with("DisruptionBlocked: Pod") && e.contains("karpenter.sh/do-not-disrupt")
             }) {
@@ -341,7 +346,7 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
     .await;
     // Several passes and a validation later, nothing moved.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    assert_eq!(claim_names(&client, pool).await, before, "both nodes kept");
+    assert_eq!(claim_names(client, pool).await, before, "both nodes kept");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
         .args(["explain", "node", &first, "--plugin-dir"])
         .arg(controller.dir.path().join("plugins"))
@@ -361,33 +366,27 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
             && text.contains("do-not-disrupt"),
         "explain node says why: {text}"
     );
-    assert_eq!(pods_running_count(&client, ns, "half").await, 2);
-    clean_up(&client, ns, pool).await;
+    assert_eq!(pods_running_count(client, ns, "half").await, 2);
+    clean_up(client, ns, pool).await;
 }
 
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_node_pool_change_drifts_and_replaces_its_nodes() {
-    let _serial = SERIAL.lock().await;
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    let (ns, pool) = names("drift");
-    let (ns, pool) = (ns.as_str(), pool.as_str());
-    namespace(&client, ns).await;
-    apply(&c, node_class());
+    let s = scenario("drift").await;
+    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
     let mut np = pool_of_four_cpu_nodes(pool);
     // Drift only: consolidation stays off.
     np["spec"]["disruption"]["consolidateAfter"] = json!("Never");
     np["spec"]["disruption"]["budgets"] = json!([{"nodes": "100%"}]);
-    apply(&c, np);
-    apply(&c, deployment(ns, "inflate", pool, 2, "1500m", true));
-    let _controller = Controller::start(&c, &[], &FAST);
+    apply(c, np);
+    apply(c, deployment(ns, "inflate", pool, 2, "1500m", true));
+    let _controller = Controller::start(c, &[], &FAST);
     wait_for("2 pods running", Duration::from_secs(120), || {
-        pods_running(&client, ns, "inflate", 2)
+        pods_running(client, ns, "inflate", 2)
     })
     .await;
-    let before = claim_names(&client, pool).await;
+    let before = claim_names(client, pool).await;
 
     let patch =
         json!({"spec": {"template": {"metadata": {"labels": {"e2e": pool, "revision": "2"}}}}});
@@ -397,9 +396,9 @@ async fn a_node_pool_change_drifts_and_replaces_its_nodes() {
         .expect("patch the NodePool");
     let changed = Instant::now();
     wait_for("every node replaced", Duration::from_secs(240), || async {
-        let claims = claim_names(&client, pool).await;
-        pods_running(&client, ns, "inflate", 2).await?;
-        let nodes = kwok_nodes(&client, pool).await;
+        let claims = claim_names(client, pool).await;
+        pods_running(client, ns, "inflate", 2).await?;
+        let nodes = kwok_nodes(client, pool).await;
         let relabelled = nodes
             .iter()
             .filter(|n| n.labels().get("revision").map(String::as_str) == Some("2"))
@@ -420,13 +419,13 @@ async fn a_node_pool_change_drifts_and_replaces_its_nodes() {
     );
     let old = before.iter().next().expect("a claim");
     assert!(
-        events_of(&client, old)
+        events_of(client, old)
             .await
             .iter()
             .any(|e| e == "DisruptionTerminating: Disrupting NodeClaim: Drifted"),
         "the old NodeClaim says it drifted"
     );
-    clean_up(&client, ns, pool).await;
+    clean_up(client, ns, pool).await;
 }
 
 async fn pods_running_count(client: &Client, ns: &str, app: &str) -> usize {
@@ -448,35 +447,29 @@ async fn pods_running_count(client: &Client, ns: &str, app: &str) -> usize {
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn an_expired_node_is_replaced() {
-    let _serial = SERIAL.lock().await;
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    let (ns, pool) = names("expire");
-    let (ns, pool) = (ns.as_str(), pool.as_str());
-    namespace(&client, ns).await;
-    apply(&c, node_class());
+    let s = scenario("expire").await;
+    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
     let mut np = node_pool(pool, requirements_on_demand_amd64());
     // Expiration is forceful: a budget of no nodes does not hold it back.
     np["spec"]["template"]["spec"]["expireAfter"] = json!("30s");
     np["spec"]["disruption"]["budgets"] = json!([{"nodes": "0"}]);
-    apply(&c, np);
-    apply(&c, deployment(ns, "inflate", pool, 1, "500m", false));
-    let _controller = Controller::start(&c, &[], &FAST);
+    apply(c, np);
+    apply(c, deployment(ns, "inflate", pool, 1, "500m", false));
+    let _controller = Controller::start(c, &[], &FAST);
     wait_for("the pod running", Duration::from_secs(120), || {
-        pods_running(&client, ns, "inflate", 1)
+        pods_running(client, ns, "inflate", 1)
     })
     .await;
-    let first = claim_names(&client, pool).await;
+    let first = claim_names(client, pool).await;
     assert_eq!(first.len(), 1, "one node for one pod");
 
     wait_for(
         "the expired node replaced",
         Duration::from_secs(180),
         || async {
-            let claims = claim_names(&client, pool).await;
-            pods_running(&client, ns, "inflate", 1).await?;
-            let on = pod_nodes(&c, ns, "inflate");
+            let claims = claim_names(client, pool).await;
+            pods_running(client, ns, "inflate", 1).await?;
+            let on = pod_nodes(c, ns, "inflate");
             if claims.is_disjoint(&first) && !claims.is_empty() && on.is_subset(&claims) {
                 Ok(())
             } else {
@@ -487,11 +480,11 @@ async fn an_expired_node_is_replaced() {
     .await;
     let old = first.iter().next().expect("a claim");
     assert!(
-        events_of(&client, old)
+        events_of(client, old)
             .await
             .iter()
             .any(|e| e == "DisruptionTerminating: Disrupting NodeClaim: Expired"),
         "the old NodeClaim says it expired"
     );
-    clean_up(&client, ns, pool).await;
+    clean_up(client, ns, pool).await;
 }
