@@ -7,7 +7,7 @@ use crate::controller::{self, batcher, durations, leader};
 use crate::plugins::capabilities::cluster::ClusterView;
 use crate::plugins::capabilities::secrets::SecretStore;
 use crate::plugins::capabilities::tokens;
-use crate::plugins::{Registry, Runtime, RuntimeOptions};
+use crate::plugins::{Compiler, Registry, Runtime, RuntimeOptions};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -156,6 +156,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 .chain(trusted)
                 .collect()
         },
+        compiler: Compiler::current_executable()?,
     })?;
     let volume = match &args.plugin_volume {
         Some(p) => Some(open_dir(p)?),

@@ -27,6 +27,10 @@ pub enum PluginCommand {
     /// Run the conformance kit: every check a provider must pass, against
     /// its backend; exits non-zero if any fails.
     Test(super::plugin_test::TestArgs),
+    /// Compile a plugin for this build: the .wasm on stdin, the machine code
+    /// on stdout. The controller runs it as a child process.
+    #[command(hide = true)]
+    Compile,
 }
 
 #[derive(Debug, Args)]
@@ -60,6 +64,10 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Call(args) => call_cmd(args).await,
         PluginCommand::Crd { file } => crd_cmd(&file).await,
         PluginCommand::Test(args) => super::plugin_test::run(args).await,
+        PluginCommand::Compile => {
+            crate::plugins::compile::compile_stdin_to_stdout()?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

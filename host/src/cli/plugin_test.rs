@@ -82,6 +82,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         } else {
             vec![ca.into_bytes()]
         },
+        ..RuntimeOptions::default()
     })?;
     let plugin = runtime.load(&name, &wasm, config).await?;
     let options = conformance::Options {

@@ -9,6 +9,7 @@
 pub mod allowlist;
 pub mod bindings;
 pub mod capabilities;
+pub mod compile;
 pub mod config;
 pub mod http;
 pub mod inspect;
@@ -23,6 +24,7 @@ pub mod state;
 pub mod validate;
 
 pub use bindings::wit;
+pub use compile::Compiler;
 pub use config::PluginConfig;
 pub use plugin::{CallError, Plugin};
 pub use registry::Registry;

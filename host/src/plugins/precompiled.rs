@@ -28,45 +28,42 @@ impl PrecompiledCache {
         })
     }
 
-    /// Loads the component from the cache, or compiles it and stores it.
-    pub fn load(
-        &self,
-        engine: &Engine,
-        sha256: &str,
-        wasm: &[u8],
-    ) -> anyhow::Result<(Component, bool)> {
+    /// The cached component for this plugin, if a usable one is stored.
+    pub fn get(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let file = format!("{sha256}.cwasm");
-        if let Ok(bytes) = self.dir.read(&file) {
-            match deserialize(engine, &bytes) {
-                Ok(component) => return Ok((component, true)),
-                Err(e) => {
-                    tracing::warn!(file, error = %e, "discarding unusable precompiled plugin")
-                }
+        let bytes = self.dir.read(&file).ok()?;
+        match deserialize(engine, &bytes) {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(file, error = %e, "discarding unusable precompiled plugin");
+                None
             }
         }
-        let component = Component::new(engine, wasm)?;
-        match component.serialize() {
-            Ok(bytes) => {
-                // Write then rename, so a concurrent reader never sees half a file.
-                let tmp = format!("{file}.tmp");
-                if let Err(e) = self
-                    .dir
-                    .write(&tmp, &bytes)
-                    .and_then(|()| self.dir.rename(&tmp, &self.dir, &file))
-                {
-                    tracing::warn!(file, error = %e, "could not store precompiled plugin");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "could not serialize compiled plugin"),
+    }
+
+    /// Stores a serialized component. A failure costs only a later compile.
+    pub fn put(&self, sha256: &str, serialized: &[u8]) {
+        let file = format!("{sha256}.cwasm");
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = format!("{file}.tmp");
+        if let Err(e) = self
+            .dir
+            .write(&tmp, serialized)
+            .and_then(|()| self.dir.rename(&tmp, &self.dir, &file))
+        {
+            tracing::warn!(file, error = %e, "could not store precompiled plugin");
         }
-        Ok((component, false))
     }
 }
 
+/// Loads machine code this host produced: from the cache's directory, or
+/// from its own executable compiling in a child process.
 #[allow(unsafe_code)]
-fn deserialize(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Component> {
-    // SAFETY: the bytes come from this cache's directory, written only by
-    // `Component::serialize` of an engine with the same compatibility hash.
+pub(super) fn deserialize(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Component> {
+    // SAFETY: the bytes were written only by `Component::serialize` of an
+    // engine with the same configuration (the cache's directory is keyed by
+    // its compatibility hash; the child process builds its engine from
+    // `runtime::engine_config`), and wasmtime checks that header again.
     Ok(unsafe { Component::deserialize(engine, bytes) }?)
 }
 

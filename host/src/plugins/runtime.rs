@@ -5,6 +5,7 @@ use super::bindings::v0_1_0;
 use super::capabilities::{
     Capabilities, cache::KvCache, cluster::ClusterView, secrets::SecretStore, tokens,
 };
+use super::compile::{Compiler, compile};
 use super::config::PluginConfig;
 use super::http::OutboundHttp;
 use super::metrics::PluginMetrics;
@@ -30,6 +31,8 @@ pub struct RuntimeOptions {
     pub cluster: Arc<ClusterView>,
     /// PEM bundles trusted for outbound HTTPS besides the system roots.
     pub extra_roots: Vec<Vec<u8>>,
+    /// Where plugins not in the precompiled cache are compiled.
+    pub compiler: Compiler,
 }
 
 impl Default for RuntimeOptions {
@@ -40,6 +43,7 @@ impl Default for RuntimeOptions {
             tokens: Arc::new(tokens::NoTokenSource),
             cluster: Arc::new(ClusterView::default()),
             extra_roots: Vec::new(),
+            compiler: Compiler::InProcess,
         }
     }
 }
@@ -50,6 +54,7 @@ pub struct Runtime {
     pub(super) http: OutboundHttp,
     pub metrics: Arc<PluginMetrics>,
     precompiled: Option<PrecompiledCache>,
+    compiler: Compiler,
     secrets: Arc<SecretStore>,
     tokens: Arc<dyn tokens::TokenSource>,
     pub cluster: Arc<ClusterView>,
@@ -59,12 +64,7 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> anyhow::Result<Arc<Self>> {
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        // No component-model-async: plain calls are 2-3x cheaper without it.
-        config.concurrency_support(false);
-        config.epoch_interruption(true);
-        let engine = Engine::new(&config)?;
+        let engine = Engine::new(&engine_config())?;
         start_epoch_ticker(&engine);
 
         let mut linker: Linker<State> = Linker::new(&engine);
@@ -88,6 +88,7 @@ impl Runtime {
             http: OutboundHttp::new(&options.extra_roots)?,
             metrics: Arc::new(PluginMetrics::default()),
             precompiled,
+            compiler: options.compiler,
             secrets: Arc::new(options.secrets),
             tokens: options.tokens,
             cluster: options.cluster,
@@ -108,13 +109,22 @@ impl Runtime {
         config: PluginConfig,
     ) -> anyhow::Result<Plugin> {
         let sha256 = hex::encode(Sha256::digest(wasm));
-        let component = match &self.precompiled {
-            Some(cache) => cache.load(&self.engine, &sha256, wasm).map(|(c, _)| c),
+        let cached = self
+            .precompiled
+            .as_ref()
+            .and_then(|cache| cache.get(&self.engine, &sha256));
+        let component = match cached {
+            Some(component) => component,
             None => {
-                wasmtime::component::Component::new(&self.engine, wasm).map_err(anyhow::Error::from)
+                let compiled = compile(&self.compiler, &self.engine, wasm)
+                    .await
+                    .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
+                if let (Some(cache), Some(serialized)) = (&self.precompiled, &compiled.serialized) {
+                    cache.put(&sha256, serialized);
+                }
+                compiled.component
             }
-        }
-        .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
+        };
         let version = super::inspect::contract_version(&self.engine, &component)
             .with_context(|| format!("plugin {name}"))?;
         let config = Arc::new(config);
@@ -135,6 +145,17 @@ impl Runtime {
         let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
         caches.entry(name.to_string()).or_default().clone()
     }
+}
+
+/// The engine's configuration. A plugin compiled under any other does not
+/// load, so the child compiler builds its engine from this too.
+pub fn engine_config() -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    // No component-model-async: plain calls are 2-3x cheaper without it.
+    config.concurrency_support(false);
+    config.epoch_interruption(true);
+    config
 }
 
 /// Advances the engine's epoch every tick for as long as the engine lives.

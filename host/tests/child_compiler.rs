@@ -1,0 +1,102 @@
+//! The controller compiles plugins in a child process running its own
+//! executable (`karpenter plugin compile`): what it loads works, lands in the
+//! precompiled cache, and a plugin that does not compile is refused with the
+//! compiler's own message.
+
+mod common;
+
+use karpenter::plugins::{Compiler, PluginConfig, Runtime, RuntimeOptions};
+use std::path::PathBuf;
+
+fn runtime(cache: &std::path::Path, compiler: Compiler) -> std::sync::Arc<Runtime> {
+    Runtime::new(RuntimeOptions {
+        precompiled: Some(
+            cap_std::fs::Dir::open_ambient_dir(cache, cap_std::ambient_authority())
+                .expect("cache dir"),
+        ),
+        compiler,
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime")
+}
+
+fn karpenter() -> Compiler {
+    Compiler::Child(PathBuf::from(env!("CARGO_BIN_EXE_karpenter")))
+}
+
+fn cached_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for sub in std::fs::read_dir(dir).expect("cache root") {
+        for file in std::fs::read_dir(sub.expect("entry").path()).expect("engine dir") {
+            names.push(file.expect("file").file_name().to_string_lossy().into_owned());
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn a_plugin_compiled_in_a_child_process_serves_and_is_cached_for_the_next_start() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let kwok = common::plugin_wasm("kwok");
+
+    let plugin = runtime(cache.path(), karpenter())
+        .load("kwok", &kwok, PluginConfig::default())
+        .await
+        .expect("compiled in the child");
+    assert_eq!(plugin.metadata.name, "kwok");
+    assert_eq!(plugin.metadata.node_classes[0].kind, "KWOKNodeClass");
+    let files = cached_files(cache.path());
+    assert_eq!(files, vec![format!("{}.cwasm", plugin.sha256)]);
+
+    // The next start finds it: a compiler that cannot even start is not needed.
+    let missing = Compiler::Child(cache.path().join("no-such-karpenter"));
+    let again = runtime(cache.path(), missing)
+        .load("kwok", &kwok, PluginConfig::default())
+        .await
+        .expect("loaded from the cache");
+    assert_eq!(again.metadata.name, "kwok");
+}
+
+#[tokio::test]
+async fn a_plugin_that_does_not_compile_is_refused_with_the_compilers_message() {
+    let not_wasm = b"#!/bin/sh\necho not a component\n";
+    let cache = tempfile::tempdir().expect("tmp");
+    let in_child = runtime(cache.path(), karpenter())
+        .load("broken", not_wasm, PluginConfig::default())
+        .await
+        .err()
+        .expect("refused");
+    let in_process = runtime(cache.path(), Compiler::InProcess)
+        .load("broken", not_wasm, PluginConfig::default())
+        .await
+        .err()
+        .expect("refused");
+
+    let child_message = format!("{in_child:#}");
+    let cause = format!("{:#}", in_process.root_cause());
+    assert!(
+        child_message.starts_with("plugin broken: not a valid WebAssembly component"),
+        "{child_message}"
+    );
+    assert!(
+        child_message.contains(&cause),
+        "the child's message {child_message:?} carries the compiler's {cause:?}"
+    );
+    assert!(cached_files(cache.path()).is_empty(), "nothing cached");
+}
+
+#[tokio::test]
+async fn a_compiler_that_cannot_start_is_named_in_the_error() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let missing = cache.path().join("no-such-karpenter");
+    let err = runtime(cache.path(), Compiler::Child(missing.clone()))
+        .load("kwok", &common::plugin_wasm("kwok"), PluginConfig::default())
+        .await
+        .err()
+        .expect("refused");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains(&format!("starting the compiler {}", missing.display())),
+        "{message}"
+    );
+}
