@@ -28,7 +28,12 @@ fn cached_files(dir: &std::path::Path) -> Vec<String> {
     let mut names = Vec::new();
     for sub in std::fs::read_dir(dir).expect("cache root") {
         for file in std::fs::read_dir(sub.expect("entry").path()).expect("engine dir") {
-            names.push(file.expect("file").file_name().to_string_lossy().into_owned());
+            names.push(
+                file.expect("file")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         }
     }
     names
@@ -90,7 +95,11 @@ async fn a_compiler_that_cannot_start_is_named_in_the_error() {
     let cache = tempfile::tempdir().expect("tmp");
     let missing = cache.path().join("no-such-karpenter");
     let err = runtime(cache.path(), Compiler::Child(missing.clone()))
-        .load("kwok", &common::plugin_wasm("kwok"), PluginConfig::default())
+        .load(
+            "kwok",
+            &common::plugin_wasm("kwok"),
+            PluginConfig::default(),
+        )
         .await
         .err()
         .expect("refused");

@@ -46,7 +46,11 @@ pub struct Compiled {
     pub serialized: Option<Vec<u8>>,
 }
 
-pub async fn compile(compiler: &Compiler, engine: &Engine, wasm: &[u8]) -> anyhow::Result<Compiled> {
+pub async fn compile(
+    compiler: &Compiler,
+    engine: &Engine,
+    wasm: &[u8],
+) -> anyhow::Result<Compiled> {
     match compiler {
         Compiler::InProcess => {
             let component = Component::new(engine, wasm)?;
