@@ -53,6 +53,34 @@ async fn scenario(what: &str) -> Scenario {
     }
 }
 
+impl Scenario {
+    /// Applies the NodePool and a Deployment `inflate` of `replicas` pods of
+    /// `cpu` each (one per node when `spread`), starts a fast-disrupting
+    /// controller and waits until every pod runs.
+    async fn inflate(
+        &self,
+        np: serde_json::Value,
+        replicas: i32,
+        cpu: &str,
+        spread: bool,
+    ) -> Controller {
+        let (c, ns) = (&self.c, self.ns.as_str());
+        apply(c, np);
+        apply(
+            c,
+            deployment(ns, "inflate", &self.pool, replicas, cpu, spread),
+        );
+        let controller = Controller::start(c, &[], &FAST);
+        wait_for(
+            &format!("{replicas} pods running"),
+            Duration::from_secs(120),
+            || pods_running(&self.client, ns, "inflate", replicas as usize),
+        )
+        .await;
+        controller
+    }
+}
+
 /// On-demand amd64 Linux nodes with 4 CPUs of the given kwok families.
 fn four_cpu_requirements(families: &[&str]) -> serde_json::Value {
     let mut reqs = requirements_on_demand_amd64();
@@ -163,17 +191,11 @@ fn pod_nodes(c: &Cluster, ns: &str, app: &str) -> BTreeSet<String> {
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_zero_budget_blocks_then_empty_nodes_go() {
     let s = scenario("empty").await;
-    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
+    let (client, ns, pool) = (&s.client, s.ns.as_str(), s.pool.as_str());
     let mut np = pool_of_four_cpu_nodes(pool);
     np["spec"]["disruption"]["budgets"] =
         json!([{"nodes": "0", "schedule": "* * * * *", "duration": "1h"}]);
-    apply(c, np);
-    apply(c, deployment(ns, "inflate", pool, 3, "1500m", true));
-    let controller = Controller::start(c, &[], &FAST);
-    wait_for("3 pods running", Duration::from_secs(120), || {
-        pods_running(client, ns, "inflate", 3)
-    })
-    .await;
+    let controller = s.inflate(np, 3, "1500m", true).await;
     let claims = claim_names(client, pool).await;
     assert_eq!(claims.len(), 3);
 
@@ -374,18 +396,12 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_node_pool_change_drifts_and_replaces_its_nodes() {
     let s = scenario("drift").await;
-    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
+    let (client, ns, pool) = (&s.client, s.ns.as_str(), s.pool.as_str());
     let mut np = pool_of_four_cpu_nodes(pool);
     // Drift only: consolidation stays off.
     np["spec"]["disruption"]["consolidateAfter"] = json!("Never");
     np["spec"]["disruption"]["budgets"] = json!([{"nodes": "100%"}]);
-    apply(c, np);
-    apply(c, deployment(ns, "inflate", pool, 2, "1500m", true));
-    let _controller = Controller::start(c, &[], &FAST);
-    wait_for("2 pods running", Duration::from_secs(120), || {
-        pods_running(client, ns, "inflate", 2)
-    })
-    .await;
+    let _controller = s.inflate(np, 2, "1500m", true).await;
     let before = claim_names(client, pool).await;
 
     let patch =
@@ -453,13 +469,7 @@ async fn an_expired_node_is_replaced() {
     // Expiration is forceful: a budget of no nodes does not hold it back.
     np["spec"]["template"]["spec"]["expireAfter"] = json!("30s");
     np["spec"]["disruption"]["budgets"] = json!([{"nodes": "0"}]);
-    apply(c, np);
-    apply(c, deployment(ns, "inflate", pool, 1, "500m", false));
-    let _controller = Controller::start(c, &[], &FAST);
-    wait_for("the pod running", Duration::from_secs(120), || {
-        pods_running(client, ns, "inflate", 1)
-    })
-    .await;
+    let _controller = s.inflate(np, 1, "500m", false).await;
     let first = claim_names(client, pool).await;
     assert_eq!(first.len(), 1, "one node for one pod");
 

@@ -10,7 +10,7 @@
 
 use super::runtime::engine_config;
 use anyhow::Context;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -76,7 +76,7 @@ pub async fn compile(
     }
 }
 
-async fn in_child(exe: &PathBuf, wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
+async fn in_child(exe: &Path, wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut child = tokio::process::Command::new(exe)
         .args(["plugin", "compile"])
         .stdin(Stdio::piped())
