@@ -347,6 +347,52 @@ async fn lint_and_render_the_seed_values() {
     assert!(!deploy.contains("SECRETS_DIR") && !deploy.contains("nebius-credentials"));
 }
 
+/// What the controller itself needs beside its plugins' budgets: its stores
+/// and the child compiler's peak, with room to spare.
+const CONTROLLER_OWN_MIB: u64 = 256;
+
+/// Every bundled plugin's memory budget, parsed as the host parses it, and
+/// the controller's own share fit in the chart's memory limit.
+#[test]
+fn bundled_plugin_budgets_fit_the_memory_limit() {
+    let values: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart().join("values.yaml")).expect("values"),
+    )
+    .expect("YAML");
+    let limit = values["controller"]["resources"]["limits"]["memory"]
+        .as_str()
+        .expect("controller.resources.limits.memory");
+    let limit_mib = match (limit.strip_suffix("Gi"), limit.strip_suffix("Mi")) {
+        (Some(g), _) => g.parse::<u64>().expect("Gi") * 1024,
+        (_, Some(m)) => m.parse::<u64>().expect("Mi"),
+        _ => panic!("limit {limit} in Mi or Gi"),
+    };
+    let mut budgets = 0;
+    for (name, p) in values["plugins"]["bundled"].as_mapping().expect("bundled") {
+        let grants: serde_yaml::Mapping = p
+            .as_mapping()
+            .expect("plugin")
+            .iter()
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    Some("enabled" | "nodeClasses" | "settingsFromEnv")
+                )
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let config = karpenter::plugins::PluginConfig::from_yaml(
+            &serde_yaml::to_string(&grants).expect("YAML"),
+        )
+        .unwrap_or_else(|e| panic!("plugin {name:?}: {e:#}"));
+        budgets += config.memory_budget_mib;
+    }
+    assert!(
+        budgets + CONTROLLER_OWN_MIB <= limit_mib,
+        "bundled plugins' budgets ({budgets} MiB) and the controller's own {CONTROLLER_OWN_MIB} MiB exceed the limit of {limit}"
+    );
+}
+
 /// The committed CRDs of the bundled plugins are what `karpenter plugin crd`
 /// prints for the plugins built now.
 #[test]

@@ -204,3 +204,116 @@ async fn an_unsupported_contract_version_is_refused_before_instantiation() {
     let text = format!("{err:#}");
     assert!(text.contains("implements karpenter:provider@0.9.0, which this host does not support (supported: 0.1.0)"), "{text}");
 }
+
+/// Hostile plugins run one at a time, so each one's peak RSS is its own.
+static HOSTILE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Allowance above the budget for what the host allocates that is not the
+/// plugin's: compiled code, wasmtime's bookkeeping, the test's own calls.
+const RSS_SLACK_MIB: u64 = 64;
+
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
+}
+
+/// Runs `f` and returns how far the process's peak RSS rose above its RSS
+/// before, in MiB (the kernel's high-water mark, reset first).
+async fn peak_rss_growth_mib<R>(f: impl AsyncFnOnce() -> R) -> (R, u64) {
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the RSS high-water mark");
+    let before = status_kib("VmRSS:");
+    let r = f().await;
+    let peak = status_kib("VmHWM:");
+    (r, peak.saturating_sub(before) / 1024)
+}
+
+#[tokio::test]
+async fn a_cache_flood_stays_within_the_plugin_budget() {
+    let _one = HOSTILE.lock().await;
+    let (text, growth) =
+        peak_rss_growth_mib(async || failure("cache-flood", |c| c.memory_budget_mib = 128).await)
+            .await;
+    let kept: usize = text
+        .split("kept ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(kept > 0 && kept < 128, "kept {kept} MiB of 3,000: {text}");
+    println!(
+        "cache flood: kept {kept} of 3000 entries of 1 MiB; peak host RSS +{growth} MiB, budget 128 MiB"
+    );
+    assert!(growth < 128 + RSS_SLACK_MIB, "peak RSS grew {growth} MiB");
+}
+
+#[tokio::test]
+async fn a_cache_flood_at_load_does_not_stop_the_plugin_loading() {
+    let _one = HOSTILE.lock().await;
+    let (_, growth) = peak_rss_growth_mib(async || {
+        let runtime = common::runtime();
+        let plugin = misbehaving(&runtime, "cache-flood-at-load", |c| {
+            c.memory_budget_mib = 128
+        })
+        .await;
+        let usage = runtime.memory_usage(&plugin.name).expect("budget");
+        assert!(usage.total() <= 128 << 20, "{usage}");
+    })
+    .await;
+    println!("cache flood at load: peak host RSS +{growth} MiB, budget 128 MiB");
+    assert!(growth < 128 + RSS_SLACK_MIB, "peak RSS grew {growth} MiB");
+}
+
+#[tokio::test]
+async fn a_request_body_flood_is_cut_at_the_budget() {
+    let _one = HOSTILE.lock().await;
+    let (text, growth) = peak_rss_growth_mib(async || {
+        failure("body-flood", |c| {
+            c.memory_budget_mib = 128;
+            c.allowed_hosts = vec!["http://127.0.0.1:9".into()];
+            c.settings
+                .insert("URL".into(), "http://127.0.0.1:9/sink".into());
+        })
+        .await
+    })
+    .await;
+    assert!(text.contains("HttpRequestBodySize"), "{text}");
+    println!("request body flood: {text}; peak host RSS +{growth} MiB, budget 128 MiB");
+    assert!(growth < 128 + RSS_SLACK_MIB, "peak RSS grew {growth} MiB");
+}
+
+#[tokio::test]
+async fn a_burst_of_calls_waits_for_memory_instead_of_failing() {
+    // An instance starts at about 1.1 MiB: the budget holds three at once.
+    let runtime = common::runtime();
+    let plugin = Arc::new(
+        misbehaving(&runtime, "sleep", |c| {
+            c.memory_budget_mib = 4;
+            c.memory_mib = 4;
+        })
+        .await,
+    );
+    let start = Instant::now();
+    let calls: Vec<_> = (0..12)
+        .map(|_| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move { plugin.get_instance_types(&pool(), &class()).await })
+        })
+        .collect();
+    for call in calls {
+        call.await
+            .expect("task")
+            .expect("each call runs once memory is free");
+    }
+    // Twelve calls of 100 ms, at most three at a time.
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
+    let usage = runtime.memory_usage(&plugin.name).expect("budget");
+    assert!(usage.total() <= 4 << 20, "{usage}");
+}

@@ -98,7 +98,7 @@ wasmBase64 or a file inside the chart.
 {{- $_ := set $settings $k (toString $v) -}}
 {{- end -}}
 {{- $config := dict -}}
-{{- range $key := list "allowedHosts" "h2cHosts" "secrets" "tokens" "memoryMib" "cpuMs" "callTimeoutSeconds" -}}
+{{- range $key := list "allowedHosts" "h2cHosts" "secrets" "tokens" "memoryMib" "memoryBudgetMib" "maxInstances" "cpuMs" "callTimeoutSeconds" -}}
 {{- if hasKey $p $key -}}
 {{- $_ := set $config $key (get $p $key) -}}
 {{- end -}}

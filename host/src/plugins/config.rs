@@ -32,6 +32,11 @@ pub struct PluginConfig {
     /// Linear memory cap per instance.
     #[serde(default = "default_memory_mib")]
     pub memory_mib: u64,
+    /// Everything the host holds for the plugin at once: all its instances'
+    /// linear memories and tables, its cache entries and the request bodies
+    /// it is sending. At least `memoryMib`.
+    #[serde(default = "default_memory_budget_mib")]
+    pub memory_budget_mib: u64,
     /// CPU time one call may spend running guest code (waiting on HTTP does
     /// not count).
     #[serde(default = "default_cpu_ms")]
@@ -53,6 +58,9 @@ pub struct PluginConfig {
 fn default_memory_mib() -> u64 {
     128
 }
+fn default_memory_budget_mib() -> u64 {
+    256
+}
 fn default_cpu_ms() -> u64 {
     2_000
 }
@@ -72,6 +80,7 @@ impl Default for PluginConfig {
             settings: BTreeMap::new(),
             tokens: false,
             memory_mib: default_memory_mib(),
+            memory_budget_mib: default_memory_budget_mib(),
             cpu_ms: default_cpu_ms(),
             call_timeout_seconds: default_call_timeout(),
             max_instances: default_max_instances(),
@@ -85,6 +94,12 @@ impl PluginConfig {
         let config: PluginConfig = serde_yaml::from_str(text)?;
         config.allow_list()?;
         anyhow::ensure!(config.memory_mib >= 1, "memoryMib must be at least 1");
+        anyhow::ensure!(
+            config.memory_budget_mib >= config.memory_mib,
+            "memoryBudgetMib ({}) must be at least memoryMib ({}): one instance must fit in the plugin's budget",
+            config.memory_budget_mib,
+            config.memory_mib
+        );
         anyhow::ensure!(config.max_instances >= 1, "maxInstances must be at least 1");
         anyhow::ensure!(config.cpu_ms >= 1, "cpuMs must be at least 1");
         if let Some(source) = &config.source {
@@ -102,8 +117,16 @@ impl PluginConfig {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        usize::try_from(self.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+        mib_to_bytes(self.memory_mib)
     }
+
+    pub fn memory_budget_bytes(&self) -> usize {
+        mib_to_bytes(self.memory_budget_mib)
+    }
+}
+
+fn mib_to_bytes(mib: u64) -> usize {
+    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
@@ -122,6 +145,13 @@ mod tests {
         let err = PluginConfig::from_yaml("allowedHost: []").expect_err("typo");
         assert!(
             err.to_string().contains("unknown field `allowedHost`"),
+            "{err}"
+        );
+        let err =
+            PluginConfig::from_yaml("memoryMib: 512\n").expect_err("budget below one instance");
+        assert!(
+            err.to_string()
+                .contains("memoryBudgetMib (256) must be at least memoryMib (512)"),
             "{err}"
         );
         let err = PluginConfig::from_yaml("allowedHosts: [\"*\"]").expect_err("bare wildcard");

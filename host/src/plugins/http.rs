@@ -6,7 +6,8 @@
 //! creates polling every second need pooling.
 
 use super::allowlist::AllowList;
-use bytes::Bytes;
+use super::budget::{MemoryBudget, Use};
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -58,6 +59,8 @@ impl OutboundHttp {
 /// The wasi:http hooks of one plugin instance.
 pub struct PluginHttp {
     pub plugin: Arc<str>,
+    /// Request bodies are buffered whole, within the plugin's memory budget.
+    pub budget: Arc<MemoryBudget>,
     pub allow: Arc<AllowList>,
     pub h2c_hosts: Arc<BTreeSet<String>>,
     pub clients: OutboundHttp,
@@ -101,10 +104,10 @@ impl WasiHttpHooks for PluginHttp {
             self.clients.client.clone()
         };
         let plugin = self.plugin.clone();
+        let budget = self.budget.clone();
         Box::new(async move {
             let (parts, body) = request.into_parts();
-            // Plugin request bodies are small JSON or protobuf messages.
-            let body: Bytes = body.collect().await?.to_bytes();
+            let (body, _reserved) = buffer(body, &budget).await?;
             let mut builder = client
                 .request(parts.method, uri.to_string())
                 .headers(parts.headers)
@@ -122,6 +125,38 @@ impl WasiHttpHooks for PluginHttp {
             Ok((response, io))
         })
     }
+}
+
+/// Bytes reserved in a plugin's budget until dropped.
+struct Reserved<'a> {
+    budget: &'a MemoryBudget,
+    bytes: usize,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.budget.release(Use::RequestBody, self.bytes);
+    }
+}
+
+/// Reads a request body whole, each frame reserved in the plugin's budget
+/// before it is kept; the reservation lasts until the request is sent.
+async fn buffer(mut body: WasiBody, budget: &MemoryBudget) -> Result<(Bytes, Reserved<'_>), Error> {
+    let mut reserved = Reserved { budget, bytes: 0 };
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if let Err(e) = budget.try_reserve(Use::RequestBody, data.len()) {
+            let size = (reserved.bytes + data.len()) as u64;
+            tracing::warn!(plugin = %budget.plugin(), size, error = %e, "request body refused");
+            return Err(Error::HttpRequestBodySize(Some(size)));
+        }
+        reserved.bytes += data.len();
+        buf.extend_from_slice(&data);
+    }
+    Ok((buf.freeze(), reserved))
 }
 
 fn classify(e: &reqwest::Error) -> Error {

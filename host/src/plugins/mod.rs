@@ -8,6 +8,7 @@
 
 pub mod allowlist;
 pub mod bindings;
+pub mod budget;
 pub mod capabilities;
 pub mod compile;
 pub mod config;

@@ -8,6 +8,7 @@
 
 use super::bindings::v0_1_0::{ProviderPlugin, ProviderPluginPre};
 use super::bindings::wit;
+use super::budget::OverBudget;
 use super::capabilities::Capabilities;
 use super::http::PluginHttp;
 use super::metrics::CallMetrics;
@@ -15,6 +16,7 @@ use super::runtime::{Runtime, TICK};
 use super::state::State;
 use super::validate;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wasmtime::component::Component;
@@ -89,6 +91,14 @@ pub struct Plugin {
     warm: Mutex<Vec<Warm>>,
     /// Permits for live instances (`maxInstances`).
     instances: tokio::sync::Semaphore,
+    /// Calls that hold an instance, and a wake-up whenever one ends, for
+    /// calls waiting on the memory budget.
+    holding: AtomicUsize,
+    call_ended: tokio::sync::Notify,
+    /// Whether the host has shown this plugin every NodeClass of its kinds
+    /// since it was loaded: a plugin may learn where its instances live from
+    /// them, so until then its list and not-found prove nothing.
+    node_classes_seen: AtomicBool,
     metrics: CallMetrics,
 }
 
@@ -120,6 +130,9 @@ impl Plugin {
             runtime,
             warm: Mutex::new(Vec::new()),
             instances,
+            holding: AtomicUsize::new(0),
+            call_ended: tokio::sync::Notify::new(),
+            node_classes_seen: AtomicBool::new(false),
             metrics,
         };
         let metadata = plugin
@@ -130,6 +143,14 @@ impl Plugin {
         validate::metadata(&metadata)?;
         plugin.metadata = metadata;
         Ok(plugin)
+    }
+
+    pub fn mark_node_classes_seen(&self) {
+        self.node_classes_seen.store(true, Ordering::Relaxed);
+    }
+
+    pub fn node_classes_seen(&self) -> bool {
+        self.node_classes_seen.load(Ordering::Relaxed)
     }
 
     pub fn component(&self) -> &Component {
@@ -144,11 +165,15 @@ impl Plugin {
             .any(|k| k.group == group && k.kind == kind)
     }
 
-    async fn instantiate(&self) -> anyhow::Result<Warm> {
+    async fn instantiate(&self) -> wasmtime::Result<Warm> {
         let config = &self.caps.config;
+        let allow = config
+            .allow_list()
+            .map_err(|e| wasmtime::Error::msg(format!("{e:#}")))?;
         let hooks = PluginHttp {
             plugin: self.caps.plugin.clone(),
-            allow: Arc::new(config.allow_list()?),
+            budget: self.caps.budget.clone(),
+            allow: Arc::new(allow),
             h2c_hosts: Arc::new(config.h2c_hosts.iter().cloned().collect::<BTreeSet<_>>()),
             clients: self.runtime.http.clone(),
         };
@@ -189,15 +214,18 @@ impl Plugin {
         };
         // Never closed, so acquiring only waits.
         let _permit = self.instances.acquire().await;
-        let pooled = self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut warm = match pooled {
-            Some(w) => w,
-            None => self.instantiate().await.map_err(|e| {
-                self.metrics
-                    .observe(call, start.elapsed(), Some("instantiate"));
-                failed(format!("cannot instantiate: {e:#}"))
-            })?,
+        // Declared before `warm`, so dropped after it: once this call's
+        // instance is pooled or freed, calls waiting for memory try again.
+        let mut holding = Holding {
+            plugin: self,
+            counted: false,
         };
+        let mut warm = self.warm_instance().await.map_err(|e| {
+            self.metrics
+                .observe(call, start.elapsed(), Some("instantiate"));
+            failed(format!("cannot instantiate: {}", trap_message(&e)))
+        })?;
+        holding.count();
         warm.store.data_mut().cpu.used_ticks = 0;
         warm.store.set_epoch_deadline(1);
         let Warm { store, bindings } = &mut warm;
@@ -225,6 +253,36 @@ impl Plugin {
                     "did not finish within {} s",
                     self.caps.config.call_timeout_seconds
                 )))
+            }
+        }
+    }
+
+    /// A warm instance, or a new one. When the memory budget cannot take a
+    /// new one, the idle ones are dropped first, then the call waits for
+    /// running calls to give memory back; it fails only when it is alone.
+    async fn warm_instance(&self) -> wasmtime::Result<Warm> {
+        loop {
+            if let Some(w) = self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+                return Ok(w);
+            }
+            let ended = self.call_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            match self.instantiate().await {
+                Ok(w) => return Ok(w),
+                Err(e) if e.is::<OverBudget>() => {
+                    let idle =
+                        std::mem::take(&mut *self.warm.lock().unwrap_or_else(|e| e.into_inner()));
+                    let running = self.holding.load(Ordering::SeqCst);
+                    if idle.is_empty() && running == 0 {
+                        return Err(e);
+                    }
+                    drop(idle);
+                    if running > 0 {
+                        ended.await;
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
     }
@@ -387,9 +445,35 @@ impl Plugin {
     }
 }
 
+/// A call holding an instance; when it ends, the calls waiting for memory
+/// are woken.
+struct Holding<'a> {
+    plugin: &'a Plugin,
+    counted: bool,
+}
+
+impl Holding<'_> {
+    fn count(&mut self) {
+        self.plugin.holding.fetch_add(1, Ordering::SeqCst);
+        self.counted = true;
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.plugin.holding.fetch_sub(1, Ordering::SeqCst);
+            self.plugin.call_ended.notify_waiters();
+        }
+    }
+}
+
 /// A trap's message without wasmtime's backtrace noise: what happened, then
 /// the root cause.
 fn trap_message(e: &wasmtime::Error) -> String {
+    if let Some(over) = e.downcast_ref::<OverBudget>() {
+        return over.to_string();
+    }
     let cause = e.root_cause().to_string();
     let cause = first_line(&cause);
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {

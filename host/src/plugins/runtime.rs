@@ -2,8 +2,10 @@
 //! capabilities, and what is shared across plugins.
 
 use super::bindings::v0_1_0;
+use super::budget::MemoryBudget;
 use super::capabilities::{
-    Capabilities, cache::KvCache, cluster::ClusterView, secrets::SecretStore, tokens,
+    Capabilities, cache::KvCache, cluster::ClusterView, log::LogLimiter, secrets::SecretStore,
+    tokens,
 };
 use super::compile::{Compiler, compile};
 use super::config::PluginConfig;
@@ -58,8 +60,17 @@ pub struct Runtime {
     secrets: Arc<SecretStore>,
     tokens: Arc<dyn tokens::TokenSource>,
     pub cluster: Arc<ClusterView>,
-    /// Per plugin name, kept across reloads.
-    caches: Mutex<BTreeMap<String, Arc<KvCache>>>,
+    /// Per plugin name, kept across reloads of the same code.
+    kept: Mutex<BTreeMap<String, Kept>>,
+}
+
+/// What outlives one load of a plugin: its budget, cache and log rate.
+#[derive(Clone)]
+struct Kept {
+    sha256: String,
+    budget: Arc<MemoryBudget>,
+    cache: Arc<KvCache>,
+    log: Arc<LogLimiter>,
 }
 
 impl Runtime {
@@ -92,7 +103,7 @@ impl Runtime {
             secrets: Arc::new(options.secrets),
             tokens: options.tokens,
             cluster: options.cluster,
-            caches: Mutex::new(BTreeMap::new()),
+            kept: Mutex::new(BTreeMap::new()),
         }))
     }
 
@@ -127,13 +138,16 @@ impl Runtime {
         };
         let version = super::inspect::contract_version(&self.engine, &component)
             .with_context(|| format!("plugin {name}"))?;
+        let kept = self.kept_for(name, &sha256, config.memory_budget_bytes());
         let config = Arc::new(config);
         let caps = Capabilities {
             plugin: Arc::from(name),
             config: config.clone(),
             secrets: self.secrets.clone(),
             tokens: self.tokens.clone(),
-            cache: self.cache_for(name),
+            cache: kept.cache,
+            budget: kept.budget,
+            log: kept.log,
             cluster: self.cluster.clone(),
         };
         Plugin::new(self.clone(), caps, component, sha256, wasm.len(), version)
@@ -141,9 +155,32 @@ impl Runtime {
             .with_context(|| format!("plugin {name}"))
     }
 
-    fn cache_for(&self, name: &str) -> Arc<KvCache> {
-        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        caches.entry(name.to_string()).or_default().clone()
+    /// The plugin's budget, cache and log rate. A reload of the same code
+    /// keeps its cache; other code under the same name starts with an empty
+    /// one, so it never reads what its predecessor stored.
+    fn kept_for(&self, name: &str, sha256: &str, budget_bytes: usize) -> Kept {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = kept.entry(name.to_string()).or_insert_with(|| {
+            let budget = Arc::new(MemoryBudget::new(name, budget_bytes));
+            Kept {
+                sha256: sha256.to_string(),
+                cache: Arc::new(KvCache::new(budget.clone())),
+                budget,
+                log: Arc::new(LogLimiter::default()),
+            }
+        });
+        entry.budget.set_limit(budget_bytes);
+        if entry.sha256 != sha256 {
+            entry.cache.clear();
+            entry.sha256 = sha256.to_string();
+        }
+        entry.clone()
+    }
+
+    /// The memory a plugin's budget holds now, by kind.
+    pub fn memory_usage(&self, name: &str) -> Option<super::budget::Usage> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(name).map(|k| k.budget.usage())
     }
 }
 

@@ -1,8 +1,10 @@
 //! The data of one plugin instance's store: its WASI context (no files, no
 //! environment, no sockets), its HTTP hooks, its limits and its grants.
 
+use super::budget::{MemoryBudget, Use};
 use super::capabilities::Capabilities;
 use super::http::PluginHttp;
+use std::sync::Arc;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -26,18 +28,7 @@ impl State {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        let store_limits = StoreLimitsBuilder::new()
-            .memory_size(caps.config.memory_bytes())
-            .instances(64)
-            .tables(64)
-            .memories(16)
-            // A refused memory.grow otherwise surfaces as a guest `unreachable`.
-            .trap_on_grow_failure(true)
-            .build();
-        let limits = Limits {
-            store: store_limits,
-            memory_bytes: 0,
-        };
+        let limits = Limits::new(caps.config.memory_bytes(), caps.budget.clone());
         State {
             caps,
             wasi,
@@ -62,11 +53,70 @@ impl State {
     }
 }
 
-/// The store's limits, and how much linear memory the instance holds: a
-/// memory never shrinks, so an instance that grew large is not worth keeping.
+/// The store's limits, and what it holds of the plugin's memory budget:
+/// linear memories and tables are reserved there as they grow and released
+/// when the store is dropped. A memory never shrinks, so an instance that
+/// grew large is not worth keeping.
 pub(super) struct Limits {
     store: StoreLimits,
+    budget: Arc<MemoryBudget>,
     memory_bytes: usize,
+    table_bytes: usize,
+    /// The last growth reserved, handed back if wasmtime then fails it.
+    pending: Option<(Use, usize)>,
+}
+
+/// wasmtime stores a pointer per table element.
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+impl Limits {
+    /// `memory_bytes`: the cap on one instance's linear memory.
+    pub(super) fn new(memory_bytes: usize, budget: Arc<MemoryBudget>) -> Self {
+        let store = StoreLimitsBuilder::new()
+            .memory_size(memory_bytes)
+            .instances(64)
+            .tables(64)
+            .memories(16)
+            // A refused memory.grow otherwise surfaces as a guest `unreachable`.
+            .trap_on_grow_failure(true)
+            .build();
+        Limits {
+            store,
+            budget,
+            memory_bytes: 0,
+            table_bytes: 0,
+            pending: None,
+        }
+    }
+
+    fn reserve(&mut self, what: Use, bytes: usize) -> wasmtime::Result<()> {
+        self.budget
+            .try_reserve(what, bytes)
+            .map_err(wasmtime::Error::new)?;
+        match what {
+            Use::Table => self.table_bytes += bytes,
+            _ => self.memory_bytes += bytes,
+        }
+        self.pending = Some((what, bytes));
+        Ok(())
+    }
+
+    fn unreserve_pending(&mut self) {
+        if let Some((what, bytes)) = self.pending.take() {
+            self.budget.release(what, bytes);
+            match what {
+                Use::Table => self.table_bytes -= bytes,
+                _ => self.memory_bytes -= bytes,
+            }
+        }
+    }
+}
+
+impl Drop for Limits {
+    fn drop(&mut self) {
+        self.budget.release(Use::LinearMemory, self.memory_bytes);
+        self.budget.release(Use::Table, self.table_bytes);
+    }
 }
 
 impl ResourceLimiter for Limits {
@@ -76,14 +126,15 @@ impl ResourceLimiter for Limits {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = self.store.memory_growing(current, desired, maximum)?;
-        if allowed {
-            self.memory_bytes = self.memory_bytes.saturating_add(desired - current);
+        if !self.store.memory_growing(current, desired, maximum)? {
+            return Ok(false);
         }
-        Ok(allowed)
+        self.reserve(Use::LinearMemory, desired.saturating_sub(current))?;
+        Ok(true)
     }
 
     fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.unreserve_pending();
         self.store.memory_grow_failed(error)
     }
 
@@ -93,10 +144,18 @@ impl ResourceLimiter for Limits {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        self.store.table_growing(current, desired, maximum)
+        if !self.store.table_growing(current, desired, maximum)? {
+            return Ok(false);
+        }
+        let bytes = desired
+            .saturating_sub(current)
+            .saturating_mul(TABLE_ELEMENT_BYTES);
+        self.reserve(Use::Table, bytes)?;
+        Ok(true)
     }
 
     fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.unreserve_pending();
         self.store.table_grow_failed(error)
     }
 
@@ -141,3 +200,73 @@ impl WasiHttpView for State {
 }
 
 impl super::bindings::v0_1_0::karpenter::provider::types::Host for State {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::{Engine, Instance, Module, Store};
+
+    /// A module that grows its memory and its table on request.
+    const GROWER: &str = r#"(module
+        (memory 1)
+        (table 1 funcref)
+        (func (export "grow-memory") (param i32) (result i32) (memory.grow (local.get 0)))
+        (func (export "grow-table") (param i32) (result i32)
+            (table.grow 0 (ref.null func) (local.get 0))))"#;
+
+    fn instance(engine: &Engine, budget: &Arc<MemoryBudget>) -> (Store<Limits>, Instance) {
+        let mut store = Store::new(engine, Limits::new(64 << 20, budget.clone()));
+        store.limiter(|l| l);
+        let module = Module::new(engine, GROWER).expect("valid module");
+        let instance = Instance::new(&mut store, &module, &[]).expect("instantiates");
+        (store, instance)
+    }
+
+    fn grow(
+        store: &mut Store<Limits>,
+        instance: &Instance,
+        what: &str,
+        by: i32,
+    ) -> wasmtime::Result<i32> {
+        let f = instance.get_typed_func::<i32, i32>(&mut *store, what)?;
+        f.call(store, by)
+    }
+
+    #[test]
+    fn one_table_grow_cannot_take_the_host_past_the_budget() {
+        let engine = Engine::default();
+        let budget = Arc::new(MemoryBudget::new("hostile", 8 << 20));
+        let (mut store, instance) = instance(&engine, &budget);
+        let err = grow(&mut store, &instance, "grow-table", 1 << 28).expect_err("2 GiB of table");
+        assert!(
+            format!("{err:?}").contains("over its memory budget of 8 MiB"),
+            "{err:?}"
+        );
+        assert!(budget.usage().total() < 8 << 20);
+        // A small table still grows.
+        let (mut store, instance) = self::instance(&engine, &budget);
+        assert_eq!(
+            grow(&mut store, &instance, "grow-table", 16).expect("fits"),
+            1
+        );
+    }
+
+    #[test]
+    fn instances_share_one_budget_and_give_it_back_when_dropped() {
+        let engine = Engine::default();
+        let budget = Arc::new(MemoryBudget::new("hostile", 8 << 20));
+        let (mut a, ia) = instance(&engine, &budget);
+        // 96 pages (6 MiB) more: 7 MiB with the first page.
+        assert_eq!(grow(&mut a, &ia, "grow-memory", 96).expect("fits"), 1);
+        let (mut b, ib) = instance(&engine, &budget);
+        let err = grow(&mut b, &ib, "grow-memory", 32).expect_err("past the budget");
+        assert!(
+            format!("{err:?}").contains("linear memory needs 2097152 more bytes"),
+            "{err:?}"
+        );
+        drop(a);
+        assert_eq!(grow(&mut b, &ib, "grow-memory", 32).expect("room again"), 1);
+        drop(b);
+        assert_eq!(budget.usage().total(), 0);
+    }
+}

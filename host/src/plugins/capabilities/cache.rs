@@ -1,25 +1,40 @@
 //! `karpenter:provider/cache`: a key-value cache with TTLs, one per plugin
-//! name, shared by all its instances and kept across hot reloads.
+//! name, shared by all its instances and kept across hot reloads. Every
+//! entry is reserved in the plugin's memory budget.
 
 use crate::plugins::bindings::v0_1_0::karpenter::provider::cache::Host;
+use crate::plugins::budget::{MemoryBudget, Use};
 use crate::plugins::state::State;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Bounds what one plugin can pin in host memory.
-const MAX_ENTRIES: usize = 100_000;
+/// One value larger than this is refused whatever the budget.
 const MAX_VALUE_BYTES: usize = 1 << 20;
+/// What an entry costs beyond its key and value: the map's node, the
+/// strings' and vector's headers, the expiry.
+const ENTRY_OVERHEAD: usize = 96;
 
 /// A value and when it expires (never, for None).
 type Entry = (Vec<u8>, Option<Instant>);
 
-#[derive(Default)]
 pub struct KvCache {
     entries: Mutex<BTreeMap<String, Entry>>,
+    budget: Arc<MemoryBudget>,
+}
+
+fn cost(key: &str, value: &[u8]) -> usize {
+    key.len() + value.len() + ENTRY_OVERHEAD
 }
 
 impl KvCache {
+    pub fn new(budget: Arc<MemoryBudget>) -> Self {
+        KvCache {
+            entries: Mutex::new(BTreeMap::new()),
+            budget,
+        }
+    }
+
     pub fn get(&self, key: &str, now: Instant) -> Option<Vec<u8>> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
@@ -28,27 +43,61 @@ impl KvCache {
             .map(|(v, _)| v.clone())
     }
 
-    pub fn set(&self, key: String, value: Vec<u8>, ttl: Duration, now: Instant) -> bool {
+    /// Stores the entry if the plugin's budget holds it, after dropping
+    /// expired entries if it would not; the error says why not.
+    pub fn set(
+        &self,
+        key: String,
+        value: Vec<u8>,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<(), String> {
         if value.len() > MAX_VALUE_BYTES {
-            return false;
+            return Err(format!(
+                "a value of {} bytes is larger than the cache's {MAX_VALUE_BYTES}",
+                value.len()
+            ));
         }
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES && !entries.contains_key(&key) {
-            entries.retain(|_, (_, exp)| exp.is_none_or(|e| e > now));
-            if entries.len() >= MAX_ENTRIES {
-                return false;
-            }
+        let needed = cost(&key, &value);
+        let replaced = entries.get(&key).map_or(0, |(v, _)| cost(&key, v));
+        let grow = needed.saturating_sub(replaced);
+        if self.budget.try_reserve(Use::Cache, grow).is_err() {
+            self.drop_expired(&mut entries, now);
+            self.budget
+                .try_reserve(Use::Cache, grow)
+                .map_err(|e| e.to_string())?;
         }
+        self.budget
+            .release(Use::Cache, replaced.saturating_sub(needed));
         let expiry = (!ttl.is_zero()).then(|| now + ttl);
         entries.insert(key, (value, expiry));
-        true
+        Ok(())
+    }
+
+    fn drop_expired(&self, entries: &mut BTreeMap<String, Entry>, now: Instant) {
+        entries.retain(|k, (v, exp)| {
+            let live = exp.is_none_or(|e| e > now);
+            if !live {
+                self.budget.release(Use::Cache, cost(k, v));
+            }
+            live
+        });
     }
 
     pub fn delete(&self, key: &str) {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((v, _)) = entries.remove(key) {
+            self.budget.release(Use::Cache, cost(key, &v));
+        }
+    }
+
+    /// Forgets everything: the plugin was replaced by other code.
+    pub fn clear(&self) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        for (k, (v, _)) in std::mem::take(&mut *entries) {
+            self.budget.release(Use::Cache, cost(&k, &v));
+        }
     }
 
     pub fn keys(&self, prefix: &str, now: Instant) -> Vec<String> {
@@ -68,13 +117,14 @@ impl Host for State {
     }
 
     async fn set(&mut self, key: String, value: Vec<u8>, ttl_seconds: u64) {
-        if !self.caps.cache.set(
+        let stored = self.caps.cache.set(
             key.clone(),
             value,
             Duration::from_secs(ttl_seconds),
             Instant::now(),
-        ) {
-            tracing::warn!(plugin = %self.caps.plugin, key, "cache entry refused: over the plugin's cache limits");
+        );
+        if let Err(why) = stored {
+            self.caps.log.warn_refused(&self.caps.plugin, &key, &why);
         }
     }
 
@@ -91,23 +141,24 @@ impl Host for State {
 mod tests {
     use super::*;
 
+    fn cache(limit: usize) -> KvCache {
+        KvCache::new(Arc::new(MemoryBudget::new("test", limit)))
+    }
+
     #[test]
     fn entries_expire_and_keys_are_listed_by_prefix() {
-        let cache = KvCache::default();
+        let cache = cache(1 << 20);
         let t0 = Instant::now();
-        cache.set(
-            "unavailable/a/z1/spot".into(),
-            vec![],
-            Duration::from_secs(60),
-            t0,
-        );
-        cache.set(
-            "unavailable/b/z1/spot".into(),
-            vec![],
-            Duration::from_secs(10),
-            t0,
-        );
-        cache.set("other".into(), b"x".to_vec(), Duration::ZERO, t0);
+        let ttl = Duration::from_secs;
+        cache
+            .set("unavailable/a/z1/spot".into(), vec![], ttl(60), t0)
+            .expect("fits");
+        cache
+            .set("unavailable/b/z1/spot".into(), vec![], ttl(10), t0)
+            .expect("fits");
+        cache
+            .set("other".into(), b"x".to_vec(), Duration::ZERO, t0)
+            .expect("fits");
         assert_eq!(cache.keys("unavailable/", t0).len(), 2);
         let later = t0 + Duration::from_secs(30);
         assert_eq!(
@@ -120,5 +171,41 @@ mod tests {
         );
         cache.delete("other");
         assert_eq!(cache.get("other", later), None);
+    }
+
+    #[test]
+    fn the_budget_bounds_what_the_cache_holds_and_expired_entries_make_room() {
+        let cache = cache(4 << 20);
+        let t0 = Instant::now();
+        let mib = vec![0u8; 1 << 20];
+        let mut kept = 0;
+        for i in 0..10 {
+            if cache
+                .set(format!("k{i}"), mib.clone(), Duration::from_secs(5), t0)
+                .is_ok()
+            {
+                kept += 1;
+            }
+        }
+        assert_eq!(kept, 3, "4 MiB hold three 1 MiB entries and their overhead");
+        let err = cache
+            .set("more".into(), mib.clone(), Duration::ZERO, t0)
+            .expect_err("full");
+        assert!(err.contains("over its memory budget of 4 MiB"), "{err}");
+        // Replacing an entry with a smaller one frees the difference.
+        cache
+            .set("k0".into(), vec![1], Duration::ZERO, t0)
+            .expect("smaller");
+        cache
+            .set("more".into(), mib.clone(), Duration::ZERO, t0)
+            .expect("room again");
+        // Once the others expire, their room is taken back.
+        let later = t0 + Duration::from_secs(6);
+        cache
+            .set("late".into(), mib.clone(), Duration::ZERO, later)
+            .expect("expired make room");
+        cache.clear();
+        assert!(cache.keys("", later).is_empty());
+        assert_eq!(cache.budget.usage().total(), 0);
     }
 }

@@ -10,6 +10,7 @@ pub mod tokens;
 
 use std::sync::Arc;
 
+use super::budget::MemoryBudget;
 use super::config::PluginConfig;
 
 /// What one plugin was granted, shared by all its instances.
@@ -20,5 +21,8 @@ pub struct Capabilities {
     pub secrets: Arc<secrets::SecretStore>,
     pub tokens: Arc<dyn tokens::TokenSource>,
     pub cache: Arc<cache::KvCache>,
+    /// What the host may hold for the plugin; its cache draws on it too.
+    pub budget: Arc<MemoryBudget>,
+    pub log: Arc<log::LogLimiter>,
     pub cluster: Arc<cluster::ClusterView>,
 }

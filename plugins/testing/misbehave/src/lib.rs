@@ -7,6 +7,10 @@
 //!   the SCOPE setting — each reports what it got as an error message;
 //! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
 //! - `garbage`: returns an instance type with a NaN price and a bad quantity;
+//! - `cache-flood`: stores 3,000 cache entries of 1 MiB and reports how many
+//!   the host kept (`cache-flood-at-load` also does so in `metadata`);
+//! - `body-flood`: streams a 1 GiB request body to the URL setting;
+//! - `sleep`: waits 100 ms, then answers as a healthy plugin;
 //! - anything else: one valid instance type.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
@@ -15,8 +19,72 @@ use karpenter_plugin_sdk::prelude::*;
 
 struct Misbehave;
 
+const FLOOD_ENTRIES: usize = 3_000;
+
+/// Tries to pin 3 GB of host memory in the cache; returns how many entries stuck.
+fn flood_cache() -> usize {
+    let value = vec![7u8; 1 << 20];
+    for i in 0..FLOOD_ENTRIES {
+        cache::set(&format!("flood/{i:05}"), &value, 0);
+    }
+    cache::keys("flood/").len()
+}
+
+/// Streams 1 GiB into one request body, 4 KiB a write as wasi:io allows.
+fn flood_body(url: &str) -> String {
+    use karpenter_plugin_sdk::bindings::wasi::http::outgoing_handler;
+    use karpenter_plugin_sdk::bindings::wasi::http::types::{
+        Fields, Method, OutgoingBody, OutgoingRequest, Scheme,
+    };
+    let Some(rest) = url.strip_prefix("http://") else {
+        return format!("URL {url:?} is not http://");
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let request = OutgoingRequest::new(Fields::new());
+    let _ = request.set_method(&Method::Post);
+    let _ = request.set_scheme(Some(&Scheme::Http));
+    let _ = request.set_authority(Some(authority));
+    let _ = request.set_path_with_query(Some(&format!("/{path}")));
+    let Ok(body) = request.body() else {
+        return "no body".into();
+    };
+    let pending = match outgoing_handler::handle(request, None) {
+        Ok(p) => p,
+        Err(e) => return format!("refused at once: {e:?}"),
+    };
+    let chunk = [0u8; 4096];
+    let mut sent: u64 = 0;
+    if let Ok(stream) = body.write() {
+        while sent < 1 << 30 {
+            if let Err(e) = stream.blocking_write_and_flush(&chunk) {
+                drop(stream);
+                let _ = OutgoingBody::finish(body, None);
+                return format!(
+                    "stream closed after {sent} bytes: {e:?}; response {:?}",
+                    response(&pending)
+                );
+            }
+            sent += chunk.len() as u64;
+        }
+    }
+    let _ = OutgoingBody::finish(body, None);
+    format!("sent {sent} bytes; response {:?}", response(&pending))
+}
+
+fn response(
+    pending: &karpenter_plugin_sdk::bindings::wasi::http::types::FutureIncomingResponse,
+) -> Option<String> {
+    pending.subscribe().block();
+    pending
+        .get()
+        .map(|r| format!("{:?}", r.map(|r| r.map(|r| r.status()))))
+}
+
 impl Guest for Misbehave {
     fn metadata() -> ProviderMetadata {
+        if config::get_setting("MODE").as_deref() == Some("cache-flood-at-load") {
+            flood_cache();
+        }
         ProviderMetadata {
             name: "misbehave".into(),
             provider_id_schemes: vec!["misbehave".into()],
@@ -83,6 +151,17 @@ impl Guest for Misbehave {
                 Ok(vec![one(std::hint::black_box(&v).len() as f64)])
             }
             "panic" => panic!("the plugin panicked on purpose"),
+            "cache-flood" | "cache-flood-at-load" => Err(fatal(format!(
+                "kept {} of {FLOOD_ENTRIES} cache entries",
+                flood_cache()
+            ))),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                Ok(vec![one(0.1)])
+            }
+            "body-flood" => Err(fatal(flood_body(
+                &config::get_setting("URL").unwrap_or_default(),
+            ))),
             "garbage" => {
                 let mut it = one(f64::NAN);
                 it.capacity.push(("memory".into(), "lots".into()));
