@@ -2,6 +2,13 @@
 //! (older than a grace period, so a launch in progress is never taken for a
 //! leak) are deleted, and launched NodeClaims whose instance is gone are
 //! deleted so their pods get a new node.
+//!
+//! It acts only on positive evidence: a plugin's answers count once it has
+//! been shown every NodeClass since it was loaded (it may learn from them
+//! where its instances are), an instance is gone only when `get` says
+//! not-found, and a plugin that lists nothing while NodeClaims say it
+//! launched instances deletes at most one of them a pass: a plugin that lost
+//! sight of its cloud looks exactly like a cloud that lost everything.
 
 use super::Ctx;
 use crate::crds::NodeClaim;
@@ -32,6 +39,10 @@ pub async fn pass(ctx: &Ctx, suspects: &mut BTreeSet<String>) -> anyhow::Result<
     let api = Api::<NodeClaim>::all(ctx.client.clone());
     let mut seen = BTreeSet::new();
     for plugin in ctx.registry.plugins() {
+        if !plugin.node_classes_seen() {
+            tracing::debug!(plugin = %plugin.name, "garbage collection waits until the plugin has been shown every NodeClass");
+            continue;
+        }
         let Some(found) = survey(ctx, &plugin, suspects, &mut seen).await else {
             continue;
         };
@@ -50,23 +61,38 @@ pub async fn pass(ctx: &Ctx, suspects: &mut BTreeSet<String>) -> anyhow::Result<
                 }
             }
         }
+        let mut gone = Vec::new();
         for c in &found.unlisted {
             let Some(id) = c.provider_id() else { continue };
             // A list can miss an instance; only a not-found from get counts.
-            match plugin.get(id).await {
-                Err(e) if matches!(e.provider_error(), Some(wit::Error::NotFound(_))) => {
-                    tracing::warn!(nodeclaim = %c.name_any(), provider_id = id, "instance is gone; deleting its NodeClaim");
-                    ctx.events
-                        .warning(
-                            &**c,
-                            "InstanceGone",
-                            format!("Instance {id} no longer exists"),
-                        )
-                        .await;
-                    super::lifecycle::delete_node_claim(ctx, c).await?;
-                }
-                _ => {}
+            if let Err(e) = plugin.get(id).await
+                && matches!(e.provider_error(), Some(wit::Error::NotFound(_)))
+            {
+                gone.push((c, id));
             }
+        }
+        let bound = gone_deletions_bound(found.listed, found.launched);
+        for (i, (c, id)) in gone.into_iter().enumerate() {
+            if i >= bound {
+                tracing::warn!(plugin = %plugin.name, nodeclaim = %c.name_any(), provider_id = id, "instance reported gone by a plugin that lists none; deletion deferred to a later pass");
+                ctx.events
+                    .warning(
+                        &**c,
+                        "GarbageCollectionDeferred",
+                        format!("Plugin {} lists no instance while {} NodeClaims say it launched some; {id} is reported gone, and at most {bound} such NodeClaim is deleted a pass", plugin.name, found.launched),
+                    )
+                    .await;
+                continue;
+            }
+            tracing::warn!(nodeclaim = %c.name_any(), provider_id = id, "instance is gone; deleting its NodeClaim");
+            ctx.events
+                .warning(
+                    &**c,
+                    "InstanceGone",
+                    format!("Instance {id} no longer exists"),
+                )
+                .await;
+            super::lifecycle::delete_node_claim(ctx, c).await?;
         }
     }
     *suspects = seen;
@@ -81,6 +107,22 @@ struct Survey {
     orphans: Vec<wit::Instance>,
     /// Launched NodeClaims of this plugin whose instance the list lacks.
     unlisted: Vec<Arc<NodeClaim>>,
+    /// Instances listed, and launched NodeClaims of this plugin not being deleted.
+    listed: usize,
+    launched: usize,
+}
+
+/// How many NodeClaims one pass may delete because their instance is gone:
+/// all of them, unless the plugin listed no instance at all while NodeClaims
+/// say it launched some. Then one a pass: an outage that took every instance
+/// is still cleaned up, and a plugin that cannot see its cloud (a restart
+/// before it knows where to look, a lost credential) removes no fleet.
+pub fn gone_deletions_bound(listed: usize, launched: usize) -> usize {
+    if listed == 0 && launched > 0 {
+        1
+    } else {
+        usize::MAX
+    }
 }
 
 /// Lists the plugin's instances and compares them with the stored
@@ -105,21 +147,25 @@ async fn survey(
         .iter()
         .filter_map(|c| c.metadata.name.as_deref())
         .collect();
+    let schemes = &plugin.metadata.provider_id_schemes;
+    let launched: Vec<&Arc<NodeClaim>> = claims
+        .iter()
+        .filter(|c| {
+            c.provider_id().is_some_and(|id| {
+                schemes.iter().any(|s| id.starts_with(&format!("{s}://")))
+                    && c.metadata.deletion_timestamp.is_none()
+            })
+        })
+        .collect();
     let unlisted = {
         let live: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
-        let schemes = &plugin.metadata.provider_id_schemes;
-        claims
+        launched
             .iter()
-            .filter(|c| {
-                c.provider_id().is_some_and(|id| {
-                    schemes.iter().any(|s| id.starts_with(&format!("{s}://")))
-                        && !live.contains(id)
-                        && c.metadata.deletion_timestamp.is_none()
-                })
-            })
-            .cloned()
+            .filter(|c| c.provider_id().is_some_and(|id| !live.contains(id)))
+            .map(|c| (*c).clone())
             .collect()
     };
+    let (listed, launched) = (instances.len(), launched.len());
     let mut orphans = Vec::new();
     for i in instances {
         if names.contains(i.node_claim.as_str())
@@ -142,7 +188,12 @@ async fn survey(
             orphans.push(i);
         }
     }
-    Some(Survey { orphans, unlisted })
+    Some(Survey {
+        orphans,
+        unlisted,
+        listed,
+        launched,
+    })
 }
 
 /// The NodeClaim an orphaned instance was launched for, rebuilt from what
@@ -172,4 +223,19 @@ fn orphan(i: &wit::Instance, meta: &wit::ProviderMetadata) -> wit::NodeClaim {
         &[&i.instance_type],
     ));
     claim
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gone_deletions_bound;
+
+    #[test]
+    fn a_plugin_that_lists_nothing_loses_one_node_claim_a_pass() {
+        // It lists nothing while a hundred NodeClaims say it launched.
+        assert_eq!(gone_deletions_bound(0, 100), 1);
+        // A single instance that vanished is still cleaned up at once.
+        assert_eq!(gone_deletions_bound(0, 1), 1);
+        // It sees its cloud: every confirmed loss is acted on.
+        assert_eq!(gone_deletions_bound(3, 100), usize::MAX);
+    }
 }

@@ -4,8 +4,9 @@
 //! rather than taking anything else down.
 
 use super::{Ctx, node_classes};
-use crate::plugins::{objects, wit};
+use crate::plugins::{Plugin, objects, wit};
 use kube::ResourceExt;
+use kube::api::DynamicObject;
 use kube::api::{Patch, PatchParams};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,38 +17,64 @@ pub async fn run(ctx: Arc<Ctx>) {
     let mut tick = tokio::time::interval(INTERVAL);
     loop {
         tick.tick().await;
-        for (plugin, kind, object) in node_classes::list_all(&ctx.client, &ctx.registry).await {
-            let name = object.name_any();
-            let json = match serde_json::to_value(&object) {
-                Ok(j) => j,
-                Err(e) => {
-                    tracing::warn!(error = %e, "NodeClass as JSON");
-                    continue;
+        for plugin in ctx.registry.plugins() {
+            match node_classes::list_of(&ctx.client, &plugin).await {
+                // Every NodeClass was shown to the plugin: garbage collection
+                // may now trust what it says exists.
+                Ok(objects) => {
+                    if validate_all(&ctx, &plugin, objects).await {
+                        plugin.mark_node_classes_seen();
+                    }
                 }
-            };
-            let status = match objects::node_class(&json) {
-                Ok(class) => match plugin.validate_node_class(&class).await {
-                    Ok(s) => status_json(&s, object.metadata.generation),
-                    Err(e) => failed(&e.to_string(), object.metadata.generation),
-                },
-                Err(e) => failed(&format!("{e:#}"), object.metadata.generation),
-            };
-            let merged = merge_times(&json["status"], status);
-            if same(&json["status"], &merged) {
-                continue;
-            }
-            let r = node_classes::api(&ctx.client, &kind)
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(serde_json::json!({"status": merged})),
-                )
-                .await;
-            if let Err(e) = r {
-                tracing::warn!(kind = %kind.kind, name = %name, error = %e, "NodeClass status");
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot list NodeClasses"),
             }
         }
     }
+}
+
+/// Validates each NodeClass and writes its status; whether the plugin
+/// answered for every one (a typed error is an answer, a trap is not).
+async fn validate_all(
+    ctx: &Ctx,
+    plugin: &Plugin,
+    objects: Vec<(wit::NodeClassKind, DynamicObject)>,
+) -> bool {
+    let mut answered = true;
+    for (kind, object) in objects {
+        let name = object.name_any();
+        let json = match serde_json::to_value(&object) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::warn!(error = %e, "NodeClass as JSON");
+                continue;
+            }
+        };
+        let status = match objects::node_class(&json) {
+            Ok(class) => match plugin.validate_node_class(&class).await {
+                Ok(s) => status_json(&s, object.metadata.generation),
+                Err(e) => {
+                    answered &= e.provider_error().is_some();
+                    failed(&e.to_string(), object.metadata.generation)
+                }
+            },
+            Err(e) => failed(&format!("{e:#}"), object.metadata.generation),
+        };
+        let merged = merge_times(&json["status"], status);
+        if same(&json["status"], &merged) {
+            continue;
+        }
+        let r = node_classes::api(&ctx.client, &kind)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"status": merged})),
+            )
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(kind = %kind.kind, name = %name, error = %e, "NodeClass status");
+        }
+    }
+    answered
 }
 
 fn condition_status(s: wit::ConditionStatus) -> &'static str {

@@ -53,27 +53,21 @@ pub async fn get(
     Ok(Some((object, objects::node_class(&json)?)))
 }
 
-/// Every NodeClass of every loaded plugin's kinds.
-pub async fn list_all(
+/// Every NodeClass of the kinds `plugin` serves; an error when any kind
+/// could not be listed.
+pub async fn list_of(
     client: &Client,
-    registry: &Registry,
-) -> Vec<(Arc<Plugin>, wit::NodeClassKind, DynamicObject)> {
+    plugin: &Plugin,
+) -> anyhow::Result<Vec<(wit::NodeClassKind, DynamicObject)>> {
     let mut out = Vec::new();
-    for plugin in registry.plugins() {
-        for kind in &plugin.metadata.node_classes {
-            match api(client, kind).list(&ListParams::default()).await {
-                Ok(list) => out.extend(
-                    list.items
-                        .into_iter()
-                        .map(|o| (plugin.clone(), kind.clone(), o)),
-                ),
-                Err(e) => {
-                    tracing::warn!(kind = %kind.kind, plugin = %plugin.name, error = %e, "cannot list NodeClasses")
-                }
-            }
-        }
+    for kind in &plugin.metadata.node_classes {
+        let list = api(client, kind)
+            .list(&ListParams::default())
+            .await
+            .with_context(|| format!("listing {} of plugin {}", kind.plural, plugin.name))?;
+        out.extend(list.items.into_iter().map(|o| (kind.clone(), o)));
     }
-    out
+    Ok(out)
 }
 
 /// Whether a NodeClass's status says Ready=True.

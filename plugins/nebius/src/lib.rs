@@ -121,6 +121,21 @@ fn instance_types(
     Ok((shapes, types))
 }
 
+/// Until a project is known (after a restart, before the NodeClasses are
+/// validated) the plugin cannot tell which instances exist: it says so
+/// rather than answer "none" or not-found.
+const NO_PROJECT_YET: &str = "no Nebius project known yet: set NEBIUS_PROJECT_ID or wait for the NebiusNodeClass to validate";
+
+/// Projects to look in: the setting, then every project a NodeClass named.
+/// An error until there is one.
+fn projects_to_search(s: &Settings) -> Result<Vec<(String, String)>, Error> {
+    let projects = known_projects(s);
+    if projects.is_empty() {
+        return Err(retryable(NO_PROJECT_YET));
+    }
+    Ok(projects)
+}
+
 /// Projects to look in: the setting, then every project a NodeClass named.
 fn known_projects(s: &Settings) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = cache::keys(PROJECT_PREFIX)
@@ -243,13 +258,7 @@ impl Guest for Nebius {
     fn delete(claim: NodeClaim) -> Result<(), Error> {
         let s = Settings::load();
         let cloud = Cloud::connect(&s)?;
-        let projects = known_projects(&s);
-        if projects.is_empty() {
-            return Err(retryable(
-                "no Nebius project known yet: set NEBIUS_PROJECT_ID or wait for the NebiusNodeClass to validate",
-            ));
-        }
-        for (project, _) in &projects {
+        for (project, _) in &projects_to_search(&s)? {
             // The instance first; its boot disk once the instance is gone.
             if let Some(i) = cloud
                 .instance_by_name(project, &claim.name)
@@ -324,8 +333,9 @@ impl Guest for Nebius {
         let s = Settings::load();
         let claim = instance::claim_of(&provider_id)
             .ok_or_else(|| not_found(format!("{provider_id} is not a Nebius providerID")))?;
+        let projects = projects_to_search(&s)?;
         let cloud = Cloud::connect(&s)?;
-        for (project, region) in known_projects(&s) {
+        for (project, region) in projects {
             if let Some(i) = cloud
                 .instance_by_name(&project, claim)
                 .map_err(|e| failure("looking up the instance", &e))?
@@ -338,9 +348,10 @@ impl Guest for Nebius {
 
     fn list_instances() -> Result<Vec<Instance>, Error> {
         let s = Settings::load();
+        let projects = projects_to_search(&s)?;
         let cloud = Cloud::connect(&s)?;
         let mut out = Vec::new();
-        for (project, region) in known_projects(&s) {
+        for (project, region) in projects {
             for i in cloud
                 .instances(&project)
                 .map_err(|e| failure("listing instances", &e))?

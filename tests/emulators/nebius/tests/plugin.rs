@@ -648,3 +648,47 @@ async fn create_latency_overhead() {
     );
     assert!(own < Duration::from_secs(2), "{own:?}");
 }
+
+/// After a restart the plugin knows no project until a NebiusNodeClass is
+/// validated: it must say it cannot tell, never "no instances" or
+/// not-found, or garbage collection would take the whole fleet for gone.
+#[tokio::test]
+async fn before_it_knows_a_project_it_cannot_tell_rather_than_answer_nothing() {
+    let s = setup(
+        Options::default(),
+        nebius_emulator::iam::test_credentials(),
+        &[],
+    )
+    .await;
+    let c = claim("nebius-cpu-known", &["cpu-d3-16vcpu-64gb"], "on-demand");
+    s.plugin
+        .validate_node_class(&class(None))
+        .await
+        .expect("validates");
+    let launched = s.plugin.create(&c, &class(None)).await.expect("create");
+
+    // The same cloud, seen by a freshly started host.
+    let restarted = s
+        .runtime
+        .load("nebius-restarted", &wasm(), s.plugin.config().clone())
+        .await
+        .expect("plugin loads");
+    let cannot_tell = |e: &karpenter::plugins::CallError| matches!(e.provider_error(), Some(wit::Error::Other(o)) if o.retryable && o.message.contains("no Nebius project known yet"));
+    let listed = restarted.list().await.expect_err("cannot list yet");
+    assert!(cannot_tell(&listed), "{listed}");
+    let got = restarted
+        .get(&launched.provider_id)
+        .await
+        .expect_err("cannot look up yet");
+    assert!(cannot_tell(&got), "{got}");
+
+    // Once it has seen the NodeClass it sees the instance again.
+    restarted
+        .validate_node_class(&class(None))
+        .await
+        .expect("validates");
+    let listed = restarted.list().await.expect("lists");
+    assert!(listed.iter().any(|i| i.provider_id == launched.provider_id));
+    restarted.get(&launched.provider_id).await.expect("found");
+    delete_until_gone(&s, &c).await;
+}
