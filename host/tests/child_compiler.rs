@@ -109,3 +109,66 @@ async fn a_compiler_that_cannot_start_is_named_in_the_error() {
         "{message}"
     );
 }
+
+/// The path of a cached file, under the engine's subdirectory.
+fn cached_path(dir: &std::path::Path, file: &str) -> PathBuf {
+    let sub = std::fs::read_dir(dir)
+        .expect("cache root")
+        .next()
+        .expect("engine dir")
+        .expect("entry")
+        .path();
+    sub.join(file)
+}
+
+#[tokio::test]
+async fn a_cache_file_is_trusted_for_its_contents_never_its_name() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let (kwok, misbehave) = (
+        common::plugin_wasm("kwok"),
+        common::plugin_wasm("misbehave"),
+    );
+    let rt = runtime(cache.path(), Compiler::InProcess);
+    let k = rt
+        .load("kwok", &kwok, PluginConfig::default())
+        .await
+        .expect("kwok");
+    let m = rt
+        .load("misbehave", &misbehave, PluginConfig::default())
+        .await
+        .expect("misbehave");
+    let (kwok_file, misbehave_file) = (
+        cached_path(cache.path(), &format!("{}.cwasm", k.sha256)),
+        cached_path(cache.path(), &format!("{}.cwasm", m.sha256)),
+    );
+
+    // Another plugin's machine code under misbehave's name.
+    std::fs::copy(&kwok_file, &misbehave_file).expect("copy");
+    let loaded = runtime(cache.path(), Compiler::InProcess)
+        .load("misbehave", &misbehave, PluginConfig::default())
+        .await
+        .expect("compiled again");
+    assert_eq!(loaded.metadata.name, "misbehave", "never kwok's code");
+
+    // Damaged machine code: flipped bytes in the middle, then a truncation.
+    let mut bytes = std::fs::read(&misbehave_file).expect("read");
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 4096] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&misbehave_file, &bytes).expect("damage");
+    let loaded = runtime(cache.path(), Compiler::InProcess)
+        .load("misbehave", &misbehave, PluginConfig::default())
+        .await
+        .expect("compiled again");
+    assert!(loaded.repair_policies().await.expect("answers").is_empty());
+    let whole = std::fs::read(&misbehave_file).expect("read");
+    std::fs::write(&misbehave_file, &whole[..whole.len() / 3]).expect("truncate");
+    let loaded = runtime(cache.path(), Compiler::InProcess)
+        .load("misbehave", &misbehave, PluginConfig::default())
+        .await
+        .expect("compiled again");
+    assert_eq!(loaded.metadata.name, "misbehave");
+    // The file was rewritten whole.
+    assert_eq!(std::fs::read(&misbehave_file).expect("read"), whole);
+}
