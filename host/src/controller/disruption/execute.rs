@@ -207,7 +207,7 @@ async fn wait_initialized(ctx: &Ctx, names: &[String]) -> anyhow::Result<()> {
     }
 }
 
-async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
+pub(super) async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
     let Some(node) = api.get_opt(name).await? else {
         return Ok(());
     };

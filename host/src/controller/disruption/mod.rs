@@ -3,12 +3,14 @@
 //! deleted at once (forceful). A consolidation or emptiness command is
 //! decided again after the validation delay and dropped if the decision
 //! changed; drift needs no second look. `execute` then taints, replaces and
-//! deletes. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable
+//! deletes; a taint no command holds (a crashed leader's) is removed at the
+//! start of the next pass. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable
 //! event; `repair` replaces unhealthy nodes when enabled.
 
 mod execute;
 mod observe;
 pub mod repair;
+mod stale_taints;
 
 use super::Ctx;
 use crate::snapshot;
@@ -124,6 +126,7 @@ async fn pass(
     observer: &mut Observer,
     reporting: &mut Option<JoinHandle<()>>,
 ) -> anyhow::Result<()> {
+    stale_taints::remove(ctx).await;
     let decision = {
         let _turn = ctx.whole_cluster_pass.lock().await;
         decide(ctx, observer).await?
