@@ -498,3 +498,67 @@ async fn an_expired_node_is_replaced() {
     );
     clean_up(client, ns, pool).await;
 }
+
+/// A leader that dies mid-command leaves its candidates tainted
+/// `karpenter.sh/disrupted`; the next leader removes the taint in its first
+/// pass rather than leave the node refusing pods for good.
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn a_taint_left_by_a_dead_leader_is_removed() {
+    let s = scenario("stale-taint").await;
+    let (client, ns, pool) = (&s.client, s.ns.as_str(), s.pool.as_str());
+    let mut np = pool_of_four_cpu_nodes(pool);
+    // Nothing may be disrupted: only the stale taint is at stake.
+    np["spec"]["disruption"]["budgets"] = json!([{"nodes": "0"}]);
+    let mut first = s.inflate(np, 2, "1500m", true).await;
+    first.kill();
+    let nodes = kwok_nodes(client, pool).await;
+    assert_eq!(nodes.len(), 2);
+    let tainted = nodes[0].name_any();
+    let api = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone());
+    let mut taints = nodes[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    taints.push(k8s_openapi::api::core::v1::Taint {
+        key: "karpenter.sh/disrupted".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    });
+    api.patch(
+        &tainted,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"taints": taints}})),
+    )
+    .await
+    .expect("taint as a dying leader would");
+
+    let _next = Controller::start(&s.c, &[], &FAST);
+    let started = Instant::now();
+    wait_for(
+        "the stale taint removed",
+        Duration::from_secs(60),
+        || async {
+            let node = api.get(&tainted).await.map_err(|e| e.to_string())?;
+            let has = node
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == "karpenter.sh/disrupted");
+            if has {
+                Err("still tainted".into())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "stale taint removed {:.1}s after the new controller started",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(kwok_nodes(client, pool).await.len(), 2, "no node removed");
+    clean_up(client, ns, pool).await;
+}
