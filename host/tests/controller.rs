@@ -479,3 +479,144 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     );
     clean_up(&client, ns, pool).await;
 }
+
+/// A TCP proxy to the API server that can be made a black hole: bytes in
+/// flight and new connections are held, never answered nor closed, as when
+/// a network partition cuts a replica off.
+struct Partition {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    async fn to(upstream: &str) -> Partition {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let upstream = upstream.to_string();
+        let flag = cut.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                let Ok(up) = tokio::net::TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let ((dr, dw), (ur, uw)) = (down.into_split(), up.into_split());
+                for (mut from, mut to) in [(dr, uw), (ur, dw)] {
+                    let cut = flag.clone();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 64 << 10];
+                        loop {
+                            let n = match from.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            if cut.load(std::sync::atomic::Ordering::SeqCst) {
+                                std::future::pending::<()>().await;
+                            }
+                            if to.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Partition {
+            addr,
+            cut,
+            _task: task,
+        }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_be_taken() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    let name = "karpenter-e2e-cutoff";
+    let _ = Api::<Lease>::namespaced(client.clone(), "kube-system")
+        .delete(name, &DeleteParams::default())
+        .await;
+    let upstream = c
+        .endpoint
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string();
+    let partition = Partition::to(&upstream).await;
+    // The controller reaches the API server only through the partition.
+    let mut kubeconfig: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&c.kubeconfig).expect("kubeconfig"))
+            .expect("YAML");
+    for cluster in kubeconfig["clusters"].as_sequence_mut().expect("clusters") {
+        cluster["cluster"]["server"] = format!("https://{}", partition.addr).into();
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxied = dir.path().join("kubeconfig");
+    std::fs::write(&proxied, serde_yaml::to_string(&kubeconfig).expect("YAML")).expect("write");
+    let mut through = c.clone();
+    through.kubeconfig = proxied.to_string_lossy().into_owned();
+
+    let (lease, renew) = (Duration::from_secs(6), Duration::from_secs(4));
+    let mut leader = Controller::start(
+        &through,
+        &[],
+        &[
+            "--leader-election-name",
+            name,
+            "--leader-lease-duration",
+            "6s",
+            "--leader-renew-deadline",
+            "4s",
+            "--leader-retry-period",
+            "1s",
+            "--identity",
+            "cut-off",
+        ],
+    );
+    wait_for("it leads", Duration::from_secs(60), || async {
+        if leader.metric("karpenter_leader").await == 1.0 {
+            Ok(())
+        } else {
+            Err("not leading".to_string())
+        }
+    })
+    .await;
+
+    partition.cut();
+    let cut = Instant::now();
+    let status = loop {
+        if let Some(status) = leader.exited() {
+            break status;
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(60),
+            "still running a minute after the partition"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stopped = cut.elapsed();
+    eprintln!(
+        "the cut-off leader stopped {:.1}s after the partition (renew deadline {renew:?}, lease {lease:?})",
+        stopped.as_secs_f64()
+    );
+    assert!(!status.success(), "it exits to start afresh");
+    assert!(
+        stopped < lease,
+        "it must stop before another replica may take the lease: {stopped:?}"
+    );
+    assert!(
+        leader.log().contains("not renewed in time"),
+        "the log says why"
+    );
+}

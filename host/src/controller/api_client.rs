@@ -17,6 +17,13 @@ use std::time::Duration;
 use tower::ServiceBuilder;
 use tower::retry::RetryLayer;
 
+/// How long any request may wait for the API server's response headers. A
+/// watch's headers come at once (its events follow in the body), so this
+/// bounds every request, and none hangs for ever on an API server that has
+/// stopped answering: a hanging request in the leader's loops would
+/// otherwise keep it acting past its lease.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
     let tls = config
         .rustls_client_config()
@@ -51,6 +58,7 @@ pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
         .option_layer(config.auth_layer().context("API server credentials")?)
         .layer(config.extra_headers_layer().context("extra headers")?)
         .map_err(tower::BoxError::from)
+        .layer(tower::timeout::TimeoutLayer::new(REQUEST_TIMEOUT))
         .service(http);
     Ok(kube::Client::new(service, config.default_namespace))
 }

@@ -51,21 +51,32 @@ impl Elector {
         }
     }
 
-    /// Renews until a renewal fails for longer than the renew deadline;
-    /// then the lease is lost and the caller must stop acting.
+    /// Renews until no renewal has succeeded for the renew deadline; then
+    /// the lease is lost and the caller must stop acting. The deadline runs
+    /// from when the last successful renewal was sent, and a renewal that
+    /// hangs is abandoned when it expires: another replica can take the
+    /// lease only a lease duration after it saw that renewal, which is
+    /// later still.
     pub async fn hold(&mut self) {
-        let mut last_renewed = Instant::now();
+        let mut renewed_at = Instant::now();
         loop {
             tokio::time::sleep(self.election.retry_period).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewed = Instant::now(),
-                Ok(false) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "renewing the leader lease");
-                    if last_renewed.elapsed() > self.election.renew_deadline {
-                        return;
-                    }
+            let sent = Instant::now();
+            let deadline = renewed_at + self.election.renew_deadline;
+            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => renewed_at = sent,
+                Ok(Ok(false)) => return,
+                Ok(Err(e)) => tracing::warn!(error = %e, "renewing the leader lease"),
+                Err(_) => {
+                    tracing::warn!("renewing the leader lease: no answer by the renew deadline")
                 }
+            }
+            if Instant::now() >= deadline && renewed_at != sent {
+                tracing::error!(
+                    deadline = ?self.election.renew_deadline,
+                    "the leader lease was not renewed in time; stopping"
+                );
+                return;
             }
         }
     }

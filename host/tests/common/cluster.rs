@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[derive(Clone)]
 pub struct Cluster {
     pub endpoint: String,
     pub ca_file: String,
@@ -223,6 +224,11 @@ impl Controller {
             log,
             dir,
         }
+    }
+
+    /// The exit status, once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     pub fn kill(&mut self) {
