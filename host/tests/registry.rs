@@ -166,3 +166,30 @@ async fn a_zstd_compressed_plugin_loads_and_a_corrupt_one_is_reported() {
         "{failures:?}"
     );
 }
+
+#[tokio::test]
+async fn a_second_plugin_claiming_the_same_provider_id_scheme_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kwok = common::plugin_wasm("kwok");
+    std::fs::write(tmp.path().join("a-kwok.wasm"), &kwok).expect("write");
+    std::fs::write(tmp.path().join("b-impostor.wasm"), &kwok).expect("write");
+    let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
+    let registry = Registry::open(common::runtime(), dir)
+        .await
+        .expect("registry");
+    assert!(registry.get("a-kwok").is_some());
+    assert!(registry.get("b-impostor").is_none(), "refused");
+    let why = &registry.failures()["b-impostor"];
+    assert!(
+        why.contains("providerID scheme \"kwok\" is already served by plugin a-kwok"),
+        "{why}"
+    );
+    // The first keeps serving its NodeClasses.
+    let serving = registry
+        .for_node_class("karpenter.kwok.sh", "KWOKNodeClass")
+        .expect("served");
+    assert!(std::sync::Arc::ptr_eq(
+        &serving,
+        &registry.get("a-kwok").expect("a-kwok")
+    ));
+}

@@ -144,7 +144,14 @@ impl Registry {
                 .unwrap_or_else(|e| e.into_inner())
                 .retry_at
                 .remove(name);
-            match self.load(name).await {
+            let loaded = match self.load(name).await {
+                Ok(Some(loaded)) => match self.conflict(name, &loaded.plugin) {
+                    Some(why) => Err(anyhow::anyhow!(why)),
+                    None => Ok(Some(loaded)),
+                },
+                other => other,
+            };
+            match loaded {
                 Ok(None) => {}
                 Ok(Some(loaded)) => {
                     tracing::info!(plugin = %name, sha256 = %loaded.plugin.sha256, version = %loaded.plugin.contract_version, "plugin loaded");
@@ -189,6 +196,39 @@ impl Registry {
         state.retry_at.retain(|n, _| names.contains(n));
         state.failures.retain(|n, _| names.contains(n));
         Ok(report)
+    }
+
+    /// Why `plugin` cannot serve beside the plugins loaded under other
+    /// names: a providerID scheme or NodeClass kind is one plugin's alone,
+    /// or one could answer for, or delete, the other's instances.
+    fn conflict(&self, name: &str, plugin: &Plugin) -> Option<String> {
+        let state = self.read();
+        let others = state.plugins.iter().filter(|(n, _)| n.as_str() != name);
+        for (other, loaded) in others {
+            let theirs = &loaded.plugin.metadata;
+            if let Some(scheme) = plugin
+                .metadata
+                .provider_id_schemes
+                .iter()
+                .find(|s| theirs.provider_id_schemes.contains(s))
+            {
+                return Some(format!(
+                    "providerID scheme {scheme:?} is already served by plugin {other}"
+                ));
+            }
+            if let Some(kind) = plugin
+                .metadata
+                .node_classes
+                .iter()
+                .find(|k| loaded.plugin.serves(&k.group, &k.kind))
+            {
+                return Some(format!(
+                    "NodeClass kind {}/{} is already served by plugin {other}",
+                    kind.group, kind.kind
+                ));
+            }
+        }
+        None
     }
 
     /// Re-reads the directory every `interval` until the registry is dropped.
