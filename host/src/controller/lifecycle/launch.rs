@@ -2,7 +2,7 @@
 //! instance. Creation is idempotent by NodeClaim name on the plugin's side,
 //! so a launch interrupted by a crash is simply asked for again.
 
-use super::{Step, delete_node_claim as delete};
+use super::{Step, delete_node_claim as delete, plugin_output};
 use crate::controller::{Ctx, conditions, node_classes};
 use crate::crds::nodeclaim::conditions::LAUNCHED;
 use crate::crds::{NodeClaim, NodeClaimStatus, labels};
@@ -120,15 +120,34 @@ pub(crate) async fn launch(
         }
     };
 
-    // The NodeClaim carries the labels its Node will have.
-    let mut add: BTreeMap<String, String> = instance.labels.iter().cloned().collect();
-    add.insert(labels::INSTANCE_TYPE.into(), instance.instance_type.clone());
-    add.insert(labels::CAPACITY_TYPE.into(), instance.capacity_type.clone());
-    if !instance.zone.is_empty() {
-        add.insert(labels::ZONE.into(), instance.zone.clone());
+    if let Some(why) = plugin_output::provider_id_conflict(
+        &instance.provider_id,
+        &nc.name_any(),
+        &ctx.cluster.node_claims.state(),
+        &ctx.cluster.nodes.state(),
+    ) {
+        let message = format!(
+            "plugin {} returned an instance the host refuses: {why}",
+            plugin.name
+        );
+        tracing::error!(nodeclaim = %nc.name_any(), error = %message, "launch refused");
+        not_launched(status, "ProviderIDConflict", &message);
+        ctx.events.warning(nc, "LaunchFailed", message).await;
+        return Ok(Step::Wait(Duration::from_secs(60)));
     }
-    let current = nc.labels();
-    if add.iter().any(|(k, v)| current.get(k) != Some(v)) {
+    // The NodeClaim carries the labels its Node will have.
+    let mut fields = vec![
+        (labels::INSTANCE_TYPE, instance.instance_type.as_str()),
+        (labels::CAPACITY_TYPE, instance.capacity_type.as_str()),
+    ];
+    if !instance.zone.is_empty() {
+        fields.push((labels::ZONE, instance.zone.as_str()));
+    }
+    let (add, refused) = plugin_output::labels_to_add(nc.labels(), &instance.labels, &fields);
+    if !refused.is_empty() {
+        tracing::warn!(nodeclaim = %nc.name_any(), plugin = %plugin.name, labels = ?refused, "labels the plugin may not set or change are left out");
+    }
+    if !add.is_empty() {
         Api::<NodeClaim>::all(ctx.client.clone())
             .patch(
                 &nc.name_any(),

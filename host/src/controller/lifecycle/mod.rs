@@ -6,6 +6,7 @@
 
 mod initialization;
 mod launch;
+mod plugin_output;
 mod registration;
 pub mod termination;
 mod written;

@@ -1,0 +1,214 @@
+//! What a plugin's launched instance may claim. The plugin is untrusted: the
+//! providerID it returns must not be one the cluster already knows as some
+//! other NodeClaim's or as a Node Karpenter does not manage (or the host
+//! would adopt, and later delete, someone else's machine), and its labels
+//! may add to the NodeClaim's but never replace them, nor take over the
+//! domains the host and the kubelet own.
+
+use crate::crds::{NodeClaim, labels};
+use crate::slim::Node;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Why the providerID cannot be this NodeClaim's, if it cannot.
+pub fn provider_id_conflict(
+    provider_id: &str,
+    claim: &str,
+    claims: &[Arc<NodeClaim>],
+    nodes: &[Arc<Node>],
+) -> Option<String> {
+    if let Some(other) = claims
+        .iter()
+        .find(|c| c.provider_id() == Some(provider_id) && c.metadata.name.as_deref() != Some(claim))
+    {
+        return Some(format!(
+            "providerID {provider_id} already belongs to NodeClaim {}",
+            other.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
+    nodes
+        .iter()
+        .find(|n| n.provider_id() == Some(provider_id) && !launched_by_karpenter(n))
+        .map(|n| {
+            format!(
+                "providerID {provider_id} is Node {}'s, which Karpenter does not manage",
+                n.metadata.name.as_deref().unwrap_or_default()
+            )
+        })
+}
+
+/// A Node registered for a NodeClaim carries its NodePool's label, or at
+/// least the taint every such Node registers with.
+fn launched_by_karpenter(n: &Node) -> bool {
+    n.label(labels::NODE_POOL).is_some()
+        || n.taints()
+            .iter()
+            .any(|t| t.key == labels::UNREGISTERED_TAINT)
+}
+
+/// Whether a plugin may set this label on a NodeClaim and its Node: not in
+/// the karpenter.sh domain (the host sets the capacity type itself), and in
+/// the kubernetes.io and k8s.io domains only the well-known labels and those
+/// under `node.kubernetes.io/`, which the kubelet itself may set.
+pub fn plugin_may_set(key: &str) -> bool {
+    const WELL_KNOWN: [&str; 9] = [
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "node.kubernetes.io/instance-type",
+        "node.kubernetes.io/windows-build",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/instance-type",
+    ];
+    if WELL_KNOWN.contains(&key) {
+        return true;
+    }
+    let domain = key.split_once('/').map_or("", |(d, _)| d);
+    let within = |d: &str| domain == d || domain.ends_with(&format!(".{d}"));
+    if within("karpenter.sh") || within("k8s.io") {
+        return false;
+    }
+    if within("kubernetes.io") {
+        return domain == "node.kubernetes.io";
+    }
+    true
+}
+
+/// The labels to add to a NodeClaim from its launched instance: the host's
+/// own from the instance's fields, then the plugin's that it may set and
+/// that the NodeClaim does not already have. Also the plugin's labels that
+/// were refused.
+pub fn labels_to_add(
+    current: &BTreeMap<String, String>,
+    plugin_labels: &[(String, String)],
+    from_fields: &[(&str, &str)],
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut add = BTreeMap::new();
+    let mut refused = Vec::new();
+    for (k, v) in plugin_labels {
+        if from_fields.iter().any(|(f, _)| f == k) {
+            // The host sets these from the instance's fields.
+        } else if !plugin_may_set(k) || current.get(k).is_some_and(|c| c != v) {
+            refused.push(k.clone());
+        } else if current.get(k) != Some(v) {
+            add.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in from_fields {
+        if current.get(*k).map(String::as_str) != Some(*v) {
+            add.insert(k.to_string(), v.to_string());
+        }
+    }
+    (add, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(name: &str, provider_id: Option<&str>) -> Arc<NodeClaim> {
+        let mut c = json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": name},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
+        });
+        if let Some(id) = provider_id {
+            c["status"] = json!({"providerID": id});
+        }
+        Arc::new(serde_json::from_value(c).expect("claim"))
+    }
+
+    fn node(name: &str, provider_id: &str, pool: Option<&str>) -> Arc<Node> {
+        let mut n =
+            json!({"metadata": {"name": name, "labels": {}}, "spec": {"providerID": provider_id}});
+        if let Some(p) = pool {
+            n["metadata"]["labels"]["karpenter.sh/nodepool"] = json!(p);
+        }
+        Arc::new(serde_json::from_value(n).expect("node"))
+    }
+
+    #[test]
+    fn a_provider_id_the_cluster_knows_as_someone_elses_is_refused() {
+        let claims = [claim("a", Some("cloud://1")), claim("b", None)];
+        let mut registering = node("registering", "cloud://3", None);
+        Arc::make_mut(&mut registering).spec = serde_json::from_value(json!({
+            "providerID": "cloud://3",
+            "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}],
+        }))
+        .expect("spec");
+        let nodes = [
+            node("ours", "cloud://1", Some("default")),
+            node("system", "cloud://9", None),
+            registering,
+        ];
+        let why = provider_id_conflict("cloud://1", "b", &claims, &nodes).expect("a's");
+        assert!(why.contains("already belongs to NodeClaim a"), "{why}");
+        let why = provider_id_conflict("cloud://9", "b", &claims, &nodes).expect("not ours");
+        assert!(
+            why.contains("Node system's, which Karpenter does not manage"),
+            "{why}"
+        );
+        // Its own providerID again (a relaunch after a crash), or a new one.
+        assert_eq!(
+            provider_id_conflict("cloud://1", "a", &claims, &nodes),
+            None
+        );
+        assert_eq!(
+            provider_id_conflict("cloud://2", "b", &claims, &nodes),
+            None
+        );
+    }
+
+    #[test]
+    fn plugin_labels_add_but_never_replace_or_take_over_reserved_domains() {
+        let current = BTreeMap::from([
+            ("team".to_string(), "a".to_string()),
+            ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+        ]);
+        let plugin = [
+            ("team", "b"),
+            ("karpenter.sh/nodepool", "other"),
+            ("karpenter.sh/initialized", "true"),
+            ("kubernetes.io/hostname", "x"),
+            ("node-restriction.kubernetes.io/trusted", "yes"),
+            ("sub.k8s.io/x", "y"),
+            ("kubernetes.io/arch", "amd64"),
+            (
+                "node.kubernetes.io/exclude-from-external-load-balancers",
+                "true",
+            ),
+            ("cloud.example.com/sku", "d4"),
+            ("node.kubernetes.io/instance-type", "d8"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let (add, refused) = labels_to_add(
+            &current,
+            &plugin,
+            &[("node.kubernetes.io/instance-type", "d4")],
+        );
+        assert_eq!(
+            add.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec![
+                "cloud.example.com/sku",
+                "kubernetes.io/arch",
+                "node.kubernetes.io/exclude-from-external-load-balancers",
+                "node.kubernetes.io/instance-type",
+            ]
+        );
+        assert_eq!(
+            refused,
+            vec![
+                "team",
+                "karpenter.sh/nodepool",
+                "karpenter.sh/initialized",
+                "kubernetes.io/hostname",
+                "node-restriction.kubernetes.io/trusted",
+                "sub.k8s.io/x",
+            ]
+        );
+    }
+}
