@@ -43,6 +43,14 @@ async fn server(http2_only: bool) -> std::net::SocketAddr {
 }
 
 async fn fetch(url: &str, tune: impl FnOnce(&mut PluginConfig)) -> String {
+    fetch_in(&common::runtime(), url, tune).await
+}
+
+async fn fetch_in(
+    runtime: &std::sync::Arc<karpenter::plugins::Runtime>,
+    url: &str,
+    tune: impl FnOnce(&mut PluginConfig),
+) -> String {
     let mut config = PluginConfig {
         settings: BTreeMap::from([
             ("MODE".into(), "fetch".into()),
@@ -51,7 +59,7 @@ async fn fetch(url: &str, tune: impl FnOnce(&mut PluginConfig)) -> String {
         ..PluginConfig::default()
     };
     tune(&mut config);
-    let plugin = common::runtime()
+    let plugin = runtime
         .load("fetch", &common::plugin_wasm("misbehave"), config)
         .await
         .expect("loads");
@@ -104,4 +112,32 @@ async fn the_port_is_part_of_the_allow_list() {
     })
     .await;
     assert!(text.contains("denied by the host"), "{text}");
+}
+
+#[tokio::test]
+async fn the_cluster_ca_is_trusted_for_the_cluster_endpoint_alone() {
+    let server =
+        common::https::FileServer::start(BTreeMap::from([("/hello".to_string(), b"hi".to_vec())]))
+            .await;
+    let url = format!("{}/hello", server.base);
+    let allow = |c: &mut PluginConfig| c.allowed_hosts = vec![server.base.clone()];
+    let with_cluster = |endpoint: &str| {
+        common::runtime_with(karpenter::plugins::RuntimeOptions {
+            cluster: std::sync::Arc::new(
+                karpenter::plugins::capabilities::cluster::ClusterView::new(
+                    "c",
+                    endpoint,
+                    &server.ca_pem,
+                ),
+            ),
+            ..Default::default()
+        })
+    };
+    // The server's certificate is signed by the cluster's CA, but it is not
+    // the cluster's API endpoint.
+    let elsewhere = fetch_in(&with_cluster("https://127.0.0.1:1"), &url, allow).await;
+    assert!(!elsewhere.contains("fetched 200"), "{elsewhere}");
+    // As the cluster's endpoint, it is trusted.
+    let api = fetch_in(&with_cluster(&server.base), &url, allow).await;
+    assert!(api.contains("fetched 200 hi"), "{api}");
 }

@@ -149,13 +149,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         },
         cluster: Arc::new(ClusterView::new(&args.cluster_name, &endpoint, &ca)),
         tokens: tokens::from_environment(&trusted)?,
-        extra_roots: if ca.is_empty() {
-            trusted
-        } else {
-            std::iter::once(ca.clone().into_bytes())
-                .chain(trusted)
-                .collect()
-        },
+        extra_roots: trusted,
         compiler: Compiler::current_executable()?,
     })?;
     let volume = match &args.plugin_volume {

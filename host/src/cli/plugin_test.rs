@@ -77,11 +77,6 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             &ca,
         )),
         tokens: tokens::from_environment(&[])?,
-        extra_roots: if ca.is_empty() {
-            vec![]
-        } else {
-            vec![ca.into_bytes()]
-        },
         ..RuntimeOptions::default()
     })?;
     let plugin = runtime.load(&name, &wasm, config).await?;

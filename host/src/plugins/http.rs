@@ -22,19 +22,25 @@ pub struct OutboundHttp {
     client: reqwest::Client,
     /// Cleartext HTTP/2 by prior knowledge, for h2c gRPC endpoints.
     h2c: reqwest::Client,
+    /// The cluster's API endpoint (`host:port`) and a client that also
+    /// trusts the cluster's CA, for it alone: a cluster CA vouches for its
+    /// API server, not for any other host a plugin talks to.
+    cluster: Option<(String, reqwest::Client)>,
 }
 
 impl OutboundHttp {
     /// `extra_roots`: PEM certificates trusted besides the system roots (a
-    /// test CA, a private cloud's CA).
-    pub fn new(extra_roots: &[Vec<u8>]) -> anyhow::Result<Self> {
-        let build = |h2c: bool| -> anyhow::Result<reqwest::Client> {
+    /// test CA, a private cloud's CA). `cluster`: the API endpoint's URL and
+    /// the cluster's CA bundle, trusted for that endpoint only.
+    pub fn new(extra_roots: &[Vec<u8>], cluster: Option<(&str, &str)>) -> anyhow::Result<Self> {
+        let build = |h2c: bool, cluster_ca: Option<&str>| -> anyhow::Result<reqwest::Client> {
             let mut b = reqwest::Client::builder()
                 .pool_idle_timeout(Duration::from_secs(90))
                 .connect_timeout(Duration::from_secs(10))
                 .redirect(reqwest::redirect::Policy::none())
                 .user_agent(concat!("karpenter-wasm/", env!("CARGO_PKG_VERSION")));
-            for pem in extra_roots {
+            let cluster_ca = cluster_ca.map(str::as_bytes);
+            for pem in extra_roots.iter().map(Vec::as_slice).chain(cluster_ca) {
                 for cert in reqwest::Certificate::from_pem_bundle(pem)? {
                     b = b.add_root_certificate(cert);
                 }
@@ -44,9 +50,29 @@ impl OutboundHttp {
             }
             Ok(b.build()?)
         };
+        let cluster = match cluster {
+            Some((endpoint, ca)) if !ca.trim().is_empty() => {
+                let uri: http::Uri = endpoint
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("cluster endpoint {endpoint:?}: {e}"))?;
+                let authority = authority_of(&uri).unwrap_or_default();
+                match build(false, Some(ca)) {
+                    Ok(client) => Some((authority, client)),
+                    Err(e) => {
+                        tracing::warn!(
+                            error = format!("{e:#}"),
+                            "the cluster CA bundle is not usable: plugins' requests to the API server trust the system roots only"
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         Ok(OutboundHttp {
-            client: build(false)?,
-            h2c: build(true)?,
+            client: build(false, None)?,
+            h2c: build(true, None)?,
+            cluster,
         })
     }
 
@@ -98,10 +124,16 @@ impl WasiHttpHooks for PluginHttp {
             .authority()
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
-        let client = if scheme == "http" && self.h2c_hosts.contains(&authority) {
-            self.clients.h2c.clone()
-        } else {
-            self.clients.client.clone()
+        let client = match &self.clients.cluster {
+            _ if scheme == "http" && self.h2c_hosts.contains(&authority) => {
+                self.clients.h2c.clone()
+            }
+            Some((api, client))
+                if scheme == "https" && authority_of(&uri).as_ref() == Some(api) =>
+            {
+                client.clone()
+            }
+            _ => self.clients.client.clone(),
         };
         let plugin = self.plugin.clone();
         let budget = self.budget.clone();
@@ -125,6 +157,13 @@ impl WasiHttpHooks for PluginHttp {
             Ok((response, io))
         })
     }
+}
+
+/// `host:port` of an HTTPS URL, the port defaulted.
+fn authority_of(uri: &http::Uri) -> Option<String> {
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri.port_u16().unwrap_or(443);
+    Some(format!("{host}:{port}"))
 }
 
 /// Bytes reserved in a plugin's budget until dropped.

@@ -31,7 +31,8 @@ pub struct RuntimeOptions {
     pub secrets: SecretStore,
     pub tokens: Arc<dyn tokens::TokenSource>,
     pub cluster: Arc<ClusterView>,
-    /// PEM bundles trusted for outbound HTTPS besides the system roots.
+    /// PEM bundles trusted for outbound HTTPS besides the system roots. The
+    /// cluster's CA (in `cluster`) is trusted for its API endpoint alone.
     pub extra_roots: Vec<Vec<u8>>,
     /// Where plugins not in the precompiled cache are compiled.
     pub compiler: Compiler,
@@ -96,7 +97,11 @@ impl Runtime {
         Ok(Arc::new(Runtime {
             engine,
             linker,
-            http: OutboundHttp::new(&options.extra_roots)?,
+            http: {
+                let (endpoint, ca) = options.cluster.endpoint_and_ca();
+                let cluster = (!endpoint.is_empty()).then_some((endpoint.as_str(), ca.as_str()));
+                OutboundHttp::new(&options.extra_roots, cluster)?
+            },
             metrics: Arc::new(PluginMetrics::default()),
             precompiled,
             compiler: options.compiler,

@@ -26,6 +26,12 @@ impl ClusterView {
         );
     }
 
+    /// The API endpoint and its CA bundle.
+    pub fn endpoint_and_ca(&self) -> (String, String) {
+        let info = self.info.read().unwrap_or_else(|e| e.into_inner());
+        (info.1.clone(), info.2.clone())
+    }
+
     pub fn set_node_internal_ips(&self, mut ips: Vec<String>) {
         ips.sort();
         ips.dedup();
