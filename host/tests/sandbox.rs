@@ -317,3 +317,60 @@ async fn a_burst_of_calls_waits_for_memory_instead_of_failing() {
     let usage = runtime.memory_usage(&plugin.name).expect("budget");
     assert!(usage.total() <= 4 << 20, "{usage}");
 }
+
+/// A NodePool of the misbehaving plugin's NodeClass, as the API server holds it.
+fn node_pool_object(name: &str) -> karpenter::crds::NodePool {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "test.karpenter.sh", "kind": "MisbehaveNodeClass", "name": "default"},
+            "requirements": [],
+        }}},
+    }))
+    .expect("NodePool")
+}
+
+#[tokio::test]
+async fn a_slow_plugin_is_answered_for_by_its_last_catalog_within_the_deadline() {
+    use karpenter::controller::instance_types::InstanceTypeCache;
+    let runtime = common::runtime();
+    let slow = misbehaving(&runtime, "slow-after-first", |_| {}).await;
+    let healthy = misbehaving(&runtime, "healthy", |_| {}).await;
+    // Every call asks the plugin again, as one past the TTL does.
+    let cache = InstanceTypeCache::new(Duration::ZERO, Duration::from_millis(500));
+    let (a, b) = (node_pool_object("a"), node_pool_object("b"));
+    let first = cache
+        .get(&slow, &a, &class(), "class-uid")
+        .await
+        .expect("the first answer is prompt");
+    assert_eq!(first.len(), 1);
+
+    // Asked again, the plugin now takes 10 s: its last catalog stands in at
+    // the deadline, and a healthy plugin is not held up meanwhile.
+    let start = Instant::now();
+    let nc = class();
+    let (slow_answer, healthy_answer) = tokio::join!(
+        cache.get(&slow, &a, &nc, "class-uid"),
+        cache.get(&healthy, &b, &nc, "class-uid"),
+    );
+    assert_eq!(slow_answer.expect("the last catalog").len(), 1);
+    assert_eq!(healthy_answer.expect("healthy").len(), 1);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+
+    // A NodePool never answered for has nothing to stand in: a clear error.
+    let err = cache
+        .get(&slow, &node_pool_object("c"), &class(), "class-uid")
+        .await
+        .expect_err("no catalog yet");
+    assert!(
+        err.to_string()
+            .contains("did not list instance types within 500ms"),
+        "{err}"
+    );
+}

@@ -156,10 +156,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Some(open_dir(p)?),
         None => None,
     };
-    let registry = Registry::open_with_volume(runtime, open_dir(&args.plugin_dir)?, volume).await?;
-    for (name, why) in registry.failures() {
-        tracing::error!(plugin = %name, error = %why, "plugin failed to load");
-    }
+    // Loaded by the controller once its health endpoints are up.
+    let registry = Registry::unloaded(runtime, open_dir(&args.plugin_dir)?, volume);
     let identity = args.identity.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())

@@ -3,6 +3,11 @@
 //! A change to the NodePool or its NodeClass asks again at once. They are
 //! kept as the engine reads them, converted once: every batch and
 //! disruption pass shares this copy.
+//!
+//! A plugin gets a deadline to answer; one that misses it, or fails, is
+//! answered for by its last good catalog for the same NodePool and
+//! NodeClass, if one is at most [`STALE_LIMIT`] old, so one slow cloud
+//! neither stalls the provisioner nor empties its NodePools.
 
 use crate::crds::NodePool;
 use crate::plugins::{Plugin, objects, wit};
@@ -13,10 +18,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const TTL: Duration = Duration::from_secs(60);
+/// How long a plugin may take to list instance types.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+/// How old a catalog may be and still stand in for one a plugin failed to give.
+pub const STALE_LIMIT: Duration = Duration::from_secs(60 * 60);
 
-#[derive(Default)]
 pub struct InstanceTypeCache {
     entries: Mutex<Entries>,
+    ttl: Duration,
+    deadline: Duration,
+}
+
+impl Default for InstanceTypeCache {
+    fn default() -> Self {
+        Self::new(TTL, DEADLINE)
+    }
 }
 
 /// NodePool uid and generation, NodeClass uid and generation, plugin digest.
@@ -24,6 +40,14 @@ type Key = (String, i64, String, u64, String);
 type Entries = HashMap<Key, (Instant, Arc<[engine::InstanceType]>)>;
 
 impl InstanceTypeCache {
+    pub fn new(ttl: Duration, deadline: Duration) -> Self {
+        InstanceTypeCache {
+            entries: Mutex::default(),
+            ttl,
+            deadline,
+        }
+    }
+
     pub async fn get(
         &self,
         plugin: &Plugin,
@@ -40,16 +64,37 @@ impl InstanceTypeCache {
         );
         let now = Instant::now();
         if let Some((at, types)) = self.lock().get(&key)
-            && now.duration_since(*at) < TTL
+            && now.duration_since(*at) < self.ttl
         {
             return Ok(types.clone());
         }
-        let types = plugin
-            .get_instance_types(&objects::node_pool(pool)?, class)
-            .await?;
-        let types = catalog(&types).with_context(|| format!("plugin {}", plugin.name))?;
+        let wit_pool = objects::node_pool(pool)?;
+        let asked = plugin.get_instance_types(&wit_pool, class);
+        let fetched = match tokio::time::timeout(self.deadline, asked).await {
+            Ok(answer) => answer.map_err(anyhow::Error::from).and_then(|types| {
+                catalog(&types).with_context(|| format!("plugin {}", plugin.name))
+            }),
+            Err(_) => Err(anyhow::anyhow!(
+                "plugin {} did not list instance types within {:?}",
+                plugin.name,
+                self.deadline
+            )),
+        };
         let mut entries = self.lock();
-        entries.retain(|_, (at, _)| now.duration_since(*at) < TTL);
+        let types = match fetched {
+            Ok(types) => types,
+            Err(e) => {
+                let Some((at, last)) = entries
+                    .get(&key)
+                    .filter(|(at, _)| now.duration_since(*at) < STALE_LIMIT)
+                else {
+                    return Err(e);
+                };
+                tracing::warn!(plugin = %plugin.name, error = format!("{e:#}"), age_seconds = now.duration_since(*at).as_secs(), "using the last instance types the plugin listed");
+                return Ok(last.clone());
+            }
+        };
+        entries.retain(|_, (at, _)| now.duration_since(*at) < STALE_LIMIT);
         entries.insert(key, (now, types.clone()));
         Ok(types)
     }

@@ -145,12 +145,13 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         .with_context(|| format!("listening on {}", options.metrics_addr))?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
 
-    let _reload = registry.watch(Duration::from_secs(5));
+    // Plugins load (and compile) while the watchers fill, with the health
+    // endpoints already answering.
     let cluster = cluster::Cluster::start(&client, metrics.clone()).await;
-    cluster
-        .wait_ready()
-        .await
-        .context("waiting for the watchers")?;
+    let (loaded, synced) = tokio::join!(registry.reload(), cluster.wait_ready());
+    loaded.context("loading the plugins")?;
+    synced.context("waiting for the watchers")?;
+    let _reload = registry.watch(Duration::from_secs(5));
     endpoints.ready.store(true, Ordering::Relaxed);
     tracing::info!(plugins = registry.plugins().len(), "caches synced");
 

@@ -243,11 +243,12 @@ pub(crate) async fn pools(ctx: &Ctx) -> Vec<Pool> {
             .cmp(&a.spec.weight.unwrap_or(0))
             .then_with(|| a.name_any().cmp(&b.name_any()))
     });
-    for np in node_pools {
-        if np.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match pool(ctx, &np).await {
+    node_pools.retain(|np| np.metadata.deletion_timestamp.is_none());
+    // Each NodePool asks its plugin at once, so one slow plugin delays the
+    // others by nothing; the cache bounds how long it may take.
+    let answers = futures::future::join_all(node_pools.iter().map(|np| pool(ctx, np))).await;
+    for (np, answer) in node_pools.into_iter().zip(answers) {
+        match answer {
             Ok(Some(engine)) => out.push(Pool { object: np, engine }),
             Ok(None) => {}
             Err(e) => {

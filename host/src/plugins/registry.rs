@@ -74,21 +74,25 @@ impl Registry {
         dir: Dir,
         volume: Option<Dir>,
     ) -> anyhow::Result<Arc<Self>> {
+        let registry = Self::unloaded(runtime, dir, volume);
+        registry.reload().await?;
+        Ok(registry)
+    }
+
+    /// A registry that has loaded nothing yet: the first `reload` loads the
+    /// directory. The controller serves its health endpoints meanwhile, so
+    /// plugins that take long to compile never outlast a startup probe.
+    pub fn unloaded(runtime: Arc<Runtime>, dir: Dir, volume: Option<Dir>) -> Arc<Self> {
         let sources = Sources {
             volume: volume.map(Arc::new),
             client: Some(runtime.http.client()),
         };
-        let registry = Arc::new(Registry {
+        Arc::new(Registry {
             runtime,
             dir,
             sources,
             state: RwLock::default(),
-        });
-        let report = registry.reload().await?;
-        for (name, why) in &report.failed {
-            tracing::error!(plugin = %name, error = %why, "plugin not loaded");
-        }
-        Ok(registry)
+        })
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {

@@ -11,6 +11,8 @@
 //!   the host kept (`cache-flood-at-load` also does so in `metadata`);
 //! - `body-flood`: streams a 1 GiB request body to the URL setting;
 //! - `sleep`: waits 100 ms, then answers as a healthy plugin;
+//! - `slow-after-first`: answers the first call at once and waits 10 s in
+//!   every later one;
 //! - anything else: one valid instance type.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
@@ -155,6 +157,13 @@ impl Guest for Misbehave {
                 "kept {} of {FLOOD_ENTRIES} cache entries",
                 flood_cache()
             ))),
+            "slow-after-first" => {
+                if cache::get("answered").is_some() {
+                    std::thread::sleep(std::time::Duration::from_secs(10));
+                }
+                cache::set("answered", b"1", 0);
+                Ok(vec![one(0.1)])
+            }
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 Ok(vec![one(0.1)])
