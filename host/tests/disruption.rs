@@ -534,7 +534,7 @@ async fn a_taint_left_by_a_dead_leader_is_removed() {
     .await
     .expect("taint as a dying leader would");
 
-    let _next = Controller::start(&s.c, &[], &FAST);
+    let next = Controller::start(&s.c, &[], &FAST);
     let started = Instant::now();
     wait_for(
         "the stale taint removed",
@@ -558,6 +558,10 @@ async fn a_taint_left_by_a_dead_leader_is_removed() {
     eprintln!(
         "stale taint removed {:.1}s after the new controller started",
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        next.log().contains("removed a stale disruption taint"),
+        "the new controller removed it"
     );
     assert_eq!(kwok_nodes(client, pool).await.len(), 2, "no node removed");
     clean_up(client, ns, pool).await;

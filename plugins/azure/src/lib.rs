@@ -567,13 +567,7 @@ impl Guest for Azure {
                 .into_iter()
                 .flatten()
             {
-                let tags = v.get("tags");
-                let ours = tags.and_then(|t| t.get(vm::TAG_NODEPOOL)).is_some()
-                    && tags
-                        .and_then(|t| t.get(vm::TAG_CLUSTER))
-                        .and_then(Value::as_str)
-                        .is_none_or(|c| c == s.cluster_name);
-                if ours {
+                if vm::launched_for(v, &s.cluster_name) {
                     out.push(instance_of(&s, v, &sub, &rg));
                 }
             }

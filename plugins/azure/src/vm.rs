@@ -153,6 +153,16 @@ pub fn vm_body(r: &VmRequest) -> Value {
     body
 }
 
+/// Whether this cluster's controller launched the VM: it carries a NodePool
+/// tag and this cluster's name. A VM of another cluster in the same
+/// resource group, or one without a cluster tag, is never claimed, so
+/// garbage collection cannot take it for a leak.
+pub fn launched_for(vm: &Value, cluster: &str) -> bool {
+    let tags = vm.get("tags");
+    let tag = |k: &str| tags.and_then(|t| t.get(k)).and_then(Value::as_str);
+    tag(TAG_NODEPOOL).is_some() && !cluster.is_empty() && tag(TAG_CLUSTER) == Some(cluster)
+}
+
 /// The instance a VM is: from its tags, size, zone, priority and state; the
 /// catalog fills in labels and resources when it knows the size.
 pub fn instance(
@@ -514,5 +524,22 @@ mod tests {
         assert_eq!(lookup(&i.allocatable, "cpu"), Some("3860m"));
         assert_eq!(lookup(&i.allocatable, "memory"), Some("12805Mi"));
         assert_eq!(lookup(&i.labels, catalog::LABEL_SKU_CPU), Some("4"));
+    }
+
+    #[test]
+    fn only_vms_tagged_with_this_cluster_are_claimed() {
+        let vm = |tags: Value| json!({"name": "aks-x", "tags": tags});
+        let ours = vm(json!({TAG_NODEPOOL: "default", TAG_CLUSTER: "aks"}));
+        assert!(launched_for(&ours, "aks"));
+        assert!(!launched_for(&ours, "other"), "another cluster's");
+        assert!(
+            !launched_for(&vm(json!({TAG_NODEPOOL: "default"})), "aks"),
+            "no cluster tag"
+        );
+        assert!(
+            !launched_for(&vm(json!({TAG_CLUSTER: "aks"})), "aks"),
+            "no NodePool tag"
+        );
+        assert!(!launched_for(&json!({"name": "aks-y"}), "aks"), "untagged");
     }
 }
