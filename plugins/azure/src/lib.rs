@@ -547,36 +547,35 @@ impl Guest for Azure {
         let sub = s.require("AZURE_SUBSCRIPTION_ID", &s.subscription)?;
         let rg = s.require("AZURE_NODE_RESOURCE_GROUP", &s.node_resource_group)?;
         let arm = Arm::new(&s)?;
-        let mut next = Some(format!(
-            "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines?api-version={}",
-            vm::COMPUTE_API
-        ));
-        let mut out = Vec::new();
-        while let Some(url) = next.take() {
-            let r = arm.send("GET", &url, None)?;
-            if !r.is_success() {
-                return Err(retryable(format!(
-                    "list VMs: {}",
-                    ArmError::from_body(r.status, &r.body)
-                )));
-            }
-            let page: Value = r.json()?;
-            for v in page
-                .get("value")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if vm::launched_for(v, &s.cluster_name) {
-                    out.push(instance_of(&s, v, &sub, &rg));
-                }
-            }
-            next = page
-                .get("nextLink")
-                .and_then(Value::as_str)
-                .filter(|l| !l.is_empty())
-                .map(str::to_string);
-        }
+        let ours = |v: &Value| vm::launched_for(v, &s.cluster_name);
+        let vms = list_all(
+            &arm,
+            "VMs",
+            format!(
+                "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines?api-version={}",
+                vm::COMPUTE_API
+            ),
+            ours,
+        )?;
+        let nics = list_all(
+            &arm,
+            "NICs",
+            format!(
+                "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces?api-version={}",
+                vm::NETWORK_API
+            ),
+            ours,
+        )?;
+        let names: Vec<&str> = vms
+            .iter()
+            .filter_map(|v| v.get("name").and_then(Value::as_str))
+            .collect();
+        let orphans: Vec<Instance> = nics
+            .iter()
+            .filter_map(|n| vm::orphan_nic(n, &sub, &rg, &names))
+            .collect();
+        let mut out: Vec<Instance> = vms.iter().map(|v| instance_of(&s, v, &sub, &rg)).collect();
+        out.extend(orphans);
         Ok(out)
     }
 
@@ -653,6 +652,36 @@ fn instance_of(s: &Settings, v: &Value, sub: &str, rg: &str) -> Instance {
         skus.iter().find(|k| k.name == size),
         &shaping,
     )
+}
+
+/// Every resource of a paged ARM list that `keep` accepts, following nextLink.
+fn list_all(
+    arm: &Arm,
+    what: &str,
+    first: String,
+    keep: impl Fn(&Value) -> bool,
+) -> Result<Vec<Value>, Error> {
+    let mut next = Some(first);
+    let mut out = Vec::new();
+    while let Some(url) = next.take() {
+        let r = arm.send("GET", &url, None)?;
+        if !r.is_success() {
+            return Err(retryable(format!(
+                "list {what}: {}",
+                ArmError::from_body(r.status, &r.body)
+            )));
+        }
+        let mut page: Value = r.json()?;
+        if let Some(Value::Array(items)) = page.get_mut("value").map(Value::take) {
+            out.extend(items.into_iter().filter(|v| keep(v)));
+        }
+        next = page
+            .get("nextLink")
+            .and_then(Value::as_str)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string);
+    }
+    Ok(out)
 }
 
 // Exported only in the component: natively the crate is a library of the

@@ -163,6 +163,46 @@ pub fn launched_for(vm: &Value, cluster: &str) -> bool {
     tag(TAG_NODEPOOL).is_some() && !cluster.is_empty() && tag(TAG_CLUSTER) == Some(cluster)
 }
 
+/// A NIC of this cluster whose VM does not exist: what a launch leaves when
+/// its NodeClaim goes away before the VM is made. Reported as a pending
+/// instance of its own (its providerID is the NIC's, so a NodeClaim whose
+/// VM is gone still counts as gone), without a creation time, so the host
+/// deletes it once no NodeClaim has owned it on two passes in a row;
+/// `delete` then removes the NIC by the NodeClaim's name.
+pub fn orphan_nic(nic: &Value, sub: &str, rg: &str, vm_names: &[&str]) -> Option<Instance> {
+    let name = nic.get("name").and_then(Value::as_str)?;
+    if vm_names.contains(&name) {
+        return None;
+    }
+    let tag = |k: &str| {
+        nic.get("tags")
+            .and_then(|t| t.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let node_claim = tag(TAG_NODECLAIM);
+    let node_claim = if node_claim.is_empty() {
+        name.strip_prefix("aks-").unwrap_or(name).to_string()
+    } else {
+        node_claim
+    };
+    Some(Instance {
+        node_claim,
+        node_pool: tag(TAG_NODEPOOL),
+        provider_id: format!("azure://{}", nic_path(sub, &rg.to_ascii_lowercase(), name)),
+        image_id: String::new(),
+        instance_type: String::new(),
+        zone: String::new(),
+        capacity_type: String::new(),
+        state: InstanceState::Pending,
+        labels: vec![],
+        capacity: vec![],
+        allocatable: vec![],
+        created_at: None,
+    })
+}
+
 /// The instance a VM is: from its tags, size, zone, priority and state; the
 /// catalog fills in labels and resources when it knows the size.
 pub fn instance(
@@ -541,5 +581,22 @@ mod tests {
             "no NodePool tag"
         );
         assert!(!launched_for(&json!({"name": "aks-y"}), "aks"), "untagged");
+    }
+
+    #[test]
+    fn a_nic_without_its_vm_is_an_instance_to_collect() {
+        let nic = json!({"name": "aks-default-x", "tags": {TAG_NODEPOOL: "default", TAG_NODECLAIM: "default-x", TAG_CLUSTER: "aks"}});
+        let i = orphan_nic(&nic, "sub", "MC_rg", &[]).expect("orphan");
+        assert_eq!(i.node_claim, "default-x");
+        assert_eq!(
+            i.provider_id,
+            "azure:///subscriptions/sub/resourceGroups/mc_rg/providers/Microsoft.Network/networkInterfaces/aks-default-x"
+        );
+        assert_eq!(parse_provider_id(&i.provider_id), None, "not a VM's");
+        assert!(i.created_at.is_none() && matches!(i.state, InstanceState::Pending));
+        assert!(
+            orphan_nic(&nic, "sub", "MC_rg", &["aks-default-x"]).is_none(),
+            "its VM exists"
+        );
     }
 }

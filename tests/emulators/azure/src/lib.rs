@@ -404,7 +404,7 @@ impl Emulator {
                 let skip = query(&parts.uri, "$skiptoken")
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
-                self.list_vms(&host, &path, rg, skip)
+                self.list(&host, &path, rg, skip, true)
             }
             [
                 "subscriptions",
@@ -434,6 +434,23 @@ impl Emulator {
                         "method not allowed",
                     ),
                 }
+            }
+            [
+                "subscriptions",
+                _,
+                "resourcegroups",
+                rg,
+                "providers",
+                "microsoft.network",
+                "networkinterfaces",
+            ] => {
+                if api != NETWORK_API {
+                    return bad_api(&api);
+                }
+                let skip = query(&parts.uri, "$skiptoken")
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                self.list(&host, &path, rg, skip, false)
             }
             [
                 "subscriptions",
@@ -654,11 +671,16 @@ impl Emulator {
         }
     }
 
-    fn list_vms(&self, host: &str, path: &str, rg: &str, skip: usize) -> Reply {
+    /// One page of a resource group's VMs (or NICs), with a nextLink.
+    fn list(&self, host: &str, path: &str, rg: &str, skip: usize, vms: bool) -> Reply {
         let st = self.lock();
         let page_size = self.options.page_size.max(1);
-        let all: Vec<&Value> = st
-            .vms
+        let (items, api) = if vms {
+            (&st.vms, COMPUTE_API)
+        } else {
+            (&st.nics, NETWORK_API)
+        };
+        let all: Vec<&Value> = items
             .iter()
             .filter(|(k, _)| k.starts_with(&format!("{rg}/")))
             .map(|(_, v)| v)
@@ -672,7 +694,7 @@ impl Emulator {
         let mut body = json!({"value": page});
         if skip + page_size < all.len() {
             body["nextLink"] = json!(format!(
-                "{}://{host}{path}?api-version={COMPUTE_API}&$skiptoken={}",
+                "{}://{host}{path}?api-version={api}&$skiptoken={}",
                 self.scheme(),
                 skip + page_size
             ));

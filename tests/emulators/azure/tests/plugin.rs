@@ -662,3 +662,61 @@ async fn a_persistent_server_error_is_a_clear_error_and_leaves_nothing_behind() 
     assert_eq!(i.node_claim, "default-persist");
     assert_eq!(s.emulator.vms().len(), 1);
 }
+
+/// A NIC whose VM was never made (its launch failed, and so did the clean-up)
+/// is listed as an instance of its own, and deleting that instance removes
+/// the NIC: garbage collection leaves no network interface behind.
+#[tokio::test]
+async fn a_nic_left_without_its_vm_is_listed_and_collected() {
+    let s = setup(Quota::default()).await;
+    s.emulator
+        .fault(fault(503, None, "PUT", "/virtualMachines/", u32::MAX));
+    s.emulator
+        .fault(fault(500, None, "DELETE", "/networkInterfaces/", u32::MAX));
+    let c = claim(
+        "default-orphan",
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D2s_v5"],
+        )],
+    );
+    s.plugin
+        .create(&c, &class())
+        .await
+        .expect_err("the VM is never made");
+    s.emulator.clear_faults();
+    assert!(s.emulator.vms().is_empty());
+    assert_eq!(s.emulator.nics(), ["mc_rg_aks_westus3/aks-default-orphan"]);
+
+    let listed = s.plugin.list().await.expect("lists");
+    let orphan = listed
+        .iter()
+        .find(|i| i.node_claim == "default-orphan")
+        .unwrap_or_else(|| panic!("the orphan NIC is listed: {listed:?}"));
+    assert!(
+        orphan
+            .provider_id
+            .ends_with("/networkInterfaces/aks-default-orphan")
+    );
+    assert!(orphan.created_at.is_none());
+
+    // What the host's garbage collection does with an instance no NodeClaim owns.
+    let mut gone = claim("default-orphan", vec![]);
+    gone.provider_id = Some(orphan.provider_id.clone());
+    for _ in 0..10 {
+        match s.plugin.delete(&gone).await {
+            Ok(()) => continue,
+            Err(e) if matches!(e.provider_error(), Some(wit::Error::NotFound(_))) => break,
+            Err(e) => panic!("delete: {e}"),
+        }
+    }
+    assert!(s.emulator.nics().is_empty(), "{:?}", s.emulator.nics());
+    assert!(
+        s.plugin
+            .list()
+            .await
+            .expect("lists")
+            .iter()
+            .all(|i| i.node_claim != "default-orphan")
+    );
+}
