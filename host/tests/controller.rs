@@ -620,3 +620,66 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_be_take
         "the log says why"
     );
 }
+
+/// Plugins load while the health endpoints already answer: a plugin that
+/// takes long to compile (the JavaScript one, from an empty precompiled
+/// cache) cannot make a startup probe give up on the pod.
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn health_answers_while_plugins_are_still_compiling() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster();
+    let js = PluginSetup {
+        name: "static-inventory".into(),
+        wasm: common::plugin_wasm("static-inventory"),
+        config: json!({}),
+        secrets: vec![],
+    };
+    let empty_cache = tempfile::tempdir().expect("tmp");
+    let cache_arg = empty_cache.path().to_string_lossy().into_owned();
+    let started = Instant::now();
+    let controller = Controller::start_plugins(
+        &c,
+        &[PluginSetup::kwok(&c, &[]), js],
+        &["--disable-leader-election", "--precompiled-dir", &cache_arg],
+    );
+    let healthz = format!("http://127.0.0.1:{}/healthz", controller.metrics);
+    let healthy = loop {
+        if reqwest::get(&healthz)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no /healthz within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let loaded_line = |log: &str| {
+        log.lines()
+            .any(|l| l.contains("plugin loaded") && l.contains("static-inventory"))
+    };
+    assert!(
+        !loaded_line(&controller.log()),
+        "the JavaScript plugin was compiled before /healthz answered ({healthy:?})"
+    );
+    wait_for(
+        "the JavaScript plugin loaded",
+        Duration::from_secs(300),
+        || async {
+            if loaded_line(&controller.log()) {
+                Ok(())
+            } else {
+                Err("still compiling".to_string())
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "/healthz answered {:.1}s after start; the JavaScript plugin loaded {:.1}s after start",
+        healthy.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}
