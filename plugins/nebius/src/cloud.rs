@@ -183,6 +183,27 @@ impl Cloud {
         }
     }
 
+    pub fn disks(&self, project: &str) -> Result<Vec<proto::Disk>, CallError> {
+        let mut out = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let r: proto::ListDisksResponse = self.call(
+                paths::DISK_LIST,
+                &proto::ListDisksRequest {
+                    parent_id: project.into(),
+                    page_size: 100,
+                    page_token,
+                },
+                None,
+            )?;
+            out.extend(r.items);
+            if r.next_page_token.is_empty() {
+                return Ok(out);
+            }
+            page_token = r.next_page_token;
+        }
+    }
+
     /// By name; None when there is none.
     pub fn instance_by_name(
         &self,

@@ -32,6 +32,40 @@ pub fn boot_disk_name(claim: &str) -> String {
     format!("{claim}-boot")
 }
 
+/// A boot disk of this cluster whose instance does not exist: what a launch
+/// leaves when its instance never came up and its NodeClaim went away.
+/// Reported as a pending instance of its own (its providerID is not the
+/// instance's, so a NodeClaim whose instance is gone still counts as gone),
+/// without a creation time, so the host deletes it once no NodeClaim has
+/// owned it on two passes in a row; `delete` then removes the disk by the
+/// NodeClaim's name.
+pub fn orphan_disk(disk: &proto::Disk, cluster: &str, instances: &[&str]) -> Option<Instance> {
+    let meta = disk.metadata.as_ref()?;
+    let label = |k: &str| meta.labels.get(k).map(String::as_str);
+    let claim = label(LABEL_NODECLAIM)?;
+    if cluster.is_empty()
+        || label(LABEL_CLUSTER) != Some(cluster)
+        || meta.name != boot_disk_name(claim)
+        || instances.contains(&claim)
+    {
+        return None;
+    }
+    Some(Instance {
+        node_claim: claim.to_string(),
+        node_pool: String::new(),
+        provider_id: format!("{SCHEME}://{claim}/boot-disk"),
+        image_id: String::new(),
+        instance_type: String::new(),
+        zone: String::new(),
+        capacity_type: String::new(),
+        state: InstanceState::Pending,
+        labels: vec![],
+        capacity: vec![],
+        allocatable: vec![],
+        created_at: None,
+    })
+}
+
 pub fn type_name(i: &proto::Instance) -> String {
     i.spec
         .as_ref()
@@ -200,5 +234,50 @@ mod tests {
         let a = allocatable(&s, 110, 128, &catalog::overhead(&s, 110));
         assert!(a.contains(&("cpu".into(), "15890m".into())), "{a:?}");
         assert!(a.contains(&("memory".into(), "63971Mi".into())), "{a:?}");
+    }
+
+    #[test]
+    fn a_boot_disk_of_this_cluster_without_its_instance_is_an_instance_to_collect() {
+        let disk = |labels: &[(&str, &str)], name: &str| proto::Disk {
+            metadata: Some(proto::ResourceMetadata {
+                name: name.into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Default::default()
+            }),
+            spec: None,
+        };
+        let ours = disk(
+            &[(LABEL_NODECLAIM, "cpu-a"), (LABEL_CLUSTER, "aks")],
+            "cpu-a-boot",
+        );
+        let i = orphan_disk(&ours, "aks", &[]).expect("orphan");
+        assert_eq!(i.node_claim, "cpu-a");
+        assert_eq!(i.provider_id, "aks-nebius://cpu-a/boot-disk");
+        assert_eq!(
+            claim_of(&i.provider_id),
+            None,
+            "not an instance's providerID"
+        );
+        assert!(
+            orphan_disk(&ours, "aks", &["cpu-a"]).is_none(),
+            "its instance exists"
+        );
+        assert!(
+            orphan_disk(&ours, "other", &[]).is_none(),
+            "another cluster's"
+        );
+        let unlabelled = disk(&[(LABEL_NODECLAIM, "cpu-a")], "cpu-a-boot");
+        assert!(
+            orphan_disk(&unlabelled, "aks", &[]).is_none(),
+            "no cluster label"
+        );
+        let data = disk(
+            &[(LABEL_NODECLAIM, "cpu-a"), (LABEL_CLUSTER, "aks")],
+            "data",
+        );
+        assert!(orphan_disk(&data, "aks", &[]).is_none(), "not a boot disk");
     }
 }

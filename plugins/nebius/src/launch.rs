@@ -224,7 +224,7 @@ fn launch(
     token: &str,
 ) -> Result<proto::Instance, Error> {
     let offering = || offering_ref(&shape.name, &spec.region, capacity_type);
-    let disk_id = boot_disk(cloud, spec, claim, shape)
+    let disk_id = boot_disk(cloud, spec, claim, shape, &s.cluster_name)
         .map_err(|e| launch_failure("creating the boot disk", &e, offering()))?;
 
     let info = cluster::info();
@@ -364,12 +364,15 @@ fn launch(
         .map_err(|e| failure("reading the new instance", &e))
 }
 
-/// The boot disk's id: the existing one of that name, or a new one.
+/// The boot disk's id: the existing one of that name, or a new one, labelled
+/// with its NodeClaim and cluster so a disk left without its instance can be
+/// found and collected.
 fn boot_disk(
     cloud: &Cloud,
     spec: &Spec,
     claim: &NodeClaim,
     shape: &Shape,
+    cluster: &str,
 ) -> Result<String, CallError> {
     let name = boot_disk_name(&claim.name);
     if let Some(d) = cloud.disk_by_name(&spec.project_id, &name)?
@@ -381,7 +384,11 @@ fn boot_disk(
         metadata: Some(proto::ResourceMetadata {
             parent_id: spec.project_id.clone(),
             name: name.clone(),
-            labels: [(instance::LABEL_NODECLAIM.to_string(), claim.name.clone())].into(),
+            labels: [
+                (instance::LABEL_NODECLAIM.to_string(), claim.name.clone()),
+                (instance::LABEL_CLUSTER.to_string(), cluster.to_string()),
+            ]
+            .into(),
             ..Default::default()
         }),
         spec: Some(proto::DiskSpec {

@@ -352,14 +352,25 @@ impl Guest for Nebius {
         let cloud = Cloud::connect(&s)?;
         let mut out = Vec::new();
         for (project, region) in projects {
-            for i in cloud
+            let instances: Vec<proto::Instance> = cloud
                 .instances(&project)
                 .map_err(|e| failure("listing instances", &e))?
-            {
-                if ours(&s, &i) {
-                    out.push(view(&cloud, &project, &region, &i));
-                }
-            }
+                .into_iter()
+                .filter(|i| ours(&s, i))
+                .collect();
+            let names: Vec<&str> = instances
+                .iter()
+                .filter_map(|i| instance::label(i, instance::LABEL_NODECLAIM))
+                .collect();
+            let disks = cloud
+                .disks(&project)
+                .map_err(|e| failure("listing disks", &e))?;
+            let orphans: Vec<Instance> = disks
+                .iter()
+                .filter_map(|d| instance::orphan_disk(d, &s.cluster_name, &names))
+                .collect();
+            out.extend(instances.iter().map(|i| view(&cloud, &project, &region, i)));
+            out.extend(orphans);
         }
         Ok(out)
     }

@@ -20,6 +20,7 @@ pub mod paths {
     pub const INSTANCE_CREATE: &str = "/nebius.compute.v1.InstanceService/Create";
     pub const INSTANCE_DELETE: &str = "/nebius.compute.v1.InstanceService/Delete";
     pub const DISK_GET_BY_NAME: &str = "/nebius.compute.v1.DiskService/GetByName";
+    pub const DISK_LIST: &str = "/nebius.compute.v1.DiskService/List";
     pub const DISK_CREATE: &str = "/nebius.compute.v1.DiskService/Create";
     pub const DISK_DELETE: &str = "/nebius.compute.v1.DiskService/Delete";
     pub const PLATFORM_LIST: &str = "/nebius.compute.v1.PlatformService/List";
@@ -442,6 +443,24 @@ pub struct ListInstancesRequest {
 pub struct ListInstancesResponse {
     #[prost(message, repeated, tag = "1")]
     pub items: Vec<Instance>,
+    #[prost(string, tag = "2")]
+    pub next_page_token: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ListDisksRequest {
+    #[prost(string, tag = "1")]
+    pub parent_id: String,
+    #[prost(int64, tag = "2")]
+    pub page_size: i64,
+    #[prost(string, tag = "3")]
+    pub page_token: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ListDisksResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub items: Vec<Disk>,
     #[prost(string, tag = "2")]
     pub next_page_token: String,
 }

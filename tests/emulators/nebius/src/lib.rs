@@ -608,6 +608,27 @@ impl Emulator {
                     Vec::new(),
                 );
             }
+            paths::DISK_LIST => {
+                let r = req!(proto::ListDisksRequest);
+                let all: Vec<proto::Disk> = st
+                    .disks
+                    .values()
+                    .filter(|d| {
+                        d.metadata
+                            .as_ref()
+                            .is_some_and(|m| m.parent_id == r.parent_id)
+                    })
+                    .cloned()
+                    .collect();
+                let (items, next) = page(&all, &r.page_token, self.page(r.page_size));
+                return (
+                    ok(&proto::ListDisksResponse {
+                        items,
+                        next_page_token: next,
+                    }),
+                    Vec::new(),
+                );
+            }
             paths::DISK_GET_BY_NAME => {
                 let r = req!(proto::GetByNameRequest);
                 return match st.disks.values().find(|d| named(&d.metadata, &r)) {

@@ -692,3 +692,56 @@ async fn before_it_knows_a_project_it_cannot_tell_rather_than_answer_nothing() {
     restarted.get(&launched.provider_id).await.expect("found");
     delete_until_gone(&s, &c).await;
 }
+
+/// A boot disk whose instance was never made (the instance create failed)
+/// is listed as an instance of its own, and deleting that instance removes
+/// the disk: garbage collection leaves no disk behind.
+#[tokio::test]
+async fn a_boot_disk_left_without_its_instance_is_listed_and_collected() {
+    let s = setup(
+        Options::default(),
+        nebius_emulator::iam::test_credentials(),
+        &[],
+    )
+    .await;
+    s.plugin
+        .validate_node_class(&class(None))
+        .await
+        .expect("validates");
+    s.emulator.inject(Injection {
+        method: "InstanceService/Create".into(),
+        platform: String::new(),
+        code: 3,
+        detail: String::new(),
+        count: 1,
+    });
+    let c = claim("cpu-orphan", &["cpu-d3-4vcpu-16gb"], "on-demand");
+    s.plugin
+        .create(&c, &class(None))
+        .await
+        .expect_err("the instance is never made");
+    assert!(s.emulator.instances().is_empty());
+    assert_eq!(s.emulator.disks().len(), 1, "the boot disk stays");
+
+    let listed = s.plugin.list().await.expect("lists");
+    let orphan = listed
+        .iter()
+        .find(|i| i.node_claim == "cpu-orphan")
+        .unwrap_or_else(|| panic!("the orphan disk is listed: {listed:?}"));
+    assert_eq!(orphan.provider_id, "aks-nebius://cpu-orphan/boot-disk");
+    assert!(orphan.created_at.is_none());
+
+    // What the host's garbage collection does with an instance no NodeClaim owns.
+    let mut gone = claim("cpu-orphan", &[], "on-demand");
+    gone.provider_id = Some(orphan.provider_id.clone());
+    delete_until_gone(&s, &gone).await;
+    assert!(s.emulator.disks().is_empty());
+    assert!(
+        s.plugin
+            .list()
+            .await
+            .expect("lists")
+            .iter()
+            .all(|i| i.node_claim != "cpu-orphan")
+    );
+}
