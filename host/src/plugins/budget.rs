@@ -45,7 +45,6 @@ pub struct MemoryBudget {
     "over its memory budget of {limit_mib} MiB (memoryBudgetMib): {what} needs {bytes} more bytes; in use: {usage}"
 )]
 pub struct OverBudget {
-    pub plugin: String,
     pub limit_mib: usize,
     pub what: &'static str,
     pub bytes: usize,
@@ -108,7 +107,6 @@ impl MemoryBudget {
         let total: usize = used.iter().sum();
         if total.saturating_add(bytes) > limit {
             return Err(OverBudget {
-                plugin: self.plugin.clone(),
                 limit_mib: limit >> 20,
                 what: what.name(),
                 bytes,

@@ -120,12 +120,28 @@ pub(crate) async fn launch(
         }
     };
 
-    if let Some(why) = plugin_output::provider_id_conflict(
-        &instance.provider_id,
-        &nc.name_any(),
-        &ctx.cluster.node_claims.state(),
-        &ctx.cluster.nodes.state(),
-    ) {
+    let (id, name) = (instance.provider_id.as_str(), nc.name_any());
+    let conflict = match ctx
+        .cluster
+        .node_claims
+        .find(|c| plugin_output::owned_by_another(c, id, &name))
+    {
+        Some(other) => Some(format!(
+            "providerID {id} already belongs to NodeClaim {}",
+            other.name_any()
+        )),
+        None => ctx
+            .cluster
+            .nodes
+            .find(|n| plugin_output::unmanaged_node(n, id))
+            .map(|n| {
+                format!(
+                    "providerID {id} is Node {}'s, which Karpenter does not manage",
+                    n.name_any()
+                )
+            }),
+    };
+    if let Some(why) = conflict {
         let message = format!(
             "plugin {} returned an instance the host refuses: {why}",
             plugin.name

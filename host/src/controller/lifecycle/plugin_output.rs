@@ -8,33 +8,15 @@
 use crate::crds::{NodeClaim, labels};
 use crate::slim::Node;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-/// Why the providerID cannot be this NodeClaim's, if it cannot.
-pub fn provider_id_conflict(
-    provider_id: &str,
-    claim: &str,
-    claims: &[Arc<NodeClaim>],
-    nodes: &[Arc<Node>],
-) -> Option<String> {
-    if let Some(other) = claims
-        .iter()
-        .find(|c| c.provider_id() == Some(provider_id) && c.metadata.name.as_deref() != Some(claim))
-    {
-        return Some(format!(
-            "providerID {provider_id} already belongs to NodeClaim {}",
-            other.metadata.name.as_deref().unwrap_or_default()
-        ));
-    }
-    nodes
-        .iter()
-        .find(|n| n.provider_id() == Some(provider_id) && !launched_by_karpenter(n))
-        .map(|n| {
-            format!(
-                "providerID {provider_id} is Node {}'s, which Karpenter does not manage",
-                n.metadata.name.as_deref().unwrap_or_default()
-            )
-        })
+/// Whether another NodeClaim than `claim` already has this providerID.
+pub fn owned_by_another(other: &NodeClaim, provider_id: &str, claim: &str) -> bool {
+    other.provider_id() == Some(provider_id) && other.metadata.name.as_deref() != Some(claim)
+}
+
+/// Whether this providerID is a Node's that Karpenter does not manage.
+pub fn unmanaged_node(node: &Node, provider_id: &str) -> bool {
+    node.provider_id() == Some(provider_id) && !launched_by_karpenter(node)
 }
 
 /// A Node registered for a NodeClaim carries its NodePool's label, or at
@@ -108,6 +90,7 @@ pub fn labels_to_add(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn claim(name: &str, provider_id: Option<&str>) -> Arc<NodeClaim> {
         let mut c = json!({
@@ -133,34 +116,33 @@ mod tests {
 
     #[test]
     fn a_provider_id_the_cluster_knows_as_someone_elses_is_refused() {
-        let claims = [claim("a", Some("cloud://1")), claim("b", None)];
+        let a = claim("a", Some("cloud://1"));
+        assert!(owned_by_another(&a, "cloud://1", "b"), "a's");
+        // Its own providerID again (a relaunch after a crash), or a new one.
+        assert!(!owned_by_another(&a, "cloud://1", "a"));
+        assert!(!owned_by_another(&a, "cloud://2", "b"));
+        assert!(!owned_by_another(&claim("b", None), "cloud://1", "b"));
+
+        assert!(unmanaged_node(
+            &node("system", "cloud://9", None),
+            "cloud://9"
+        ));
+        assert!(!unmanaged_node(
+            &node("ours", "cloud://1", Some("default")),
+            "cloud://1"
+        ));
+        assert!(!unmanaged_node(
+            &node("system", "cloud://9", None),
+            "cloud://8"
+        ));
+        // Its Node registered before the launch was recorded.
         let mut registering = node("registering", "cloud://3", None);
         Arc::make_mut(&mut registering).spec = serde_json::from_value(json!({
             "providerID": "cloud://3",
             "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}],
         }))
         .expect("spec");
-        let nodes = [
-            node("ours", "cloud://1", Some("default")),
-            node("system", "cloud://9", None),
-            registering,
-        ];
-        let why = provider_id_conflict("cloud://1", "b", &claims, &nodes).expect("a's");
-        assert!(why.contains("already belongs to NodeClaim a"), "{why}");
-        let why = provider_id_conflict("cloud://9", "b", &claims, &nodes).expect("not ours");
-        assert!(
-            why.contains("Node system's, which Karpenter does not manage"),
-            "{why}"
-        );
-        // Its own providerID again (a relaunch after a crash), or a new one.
-        assert_eq!(
-            provider_id_conflict("cloud://1", "a", &claims, &nodes),
-            None
-        );
-        assert_eq!(
-            provider_id_conflict("cloud://2", "b", &claims, &nodes),
-            None
-        );
+        assert!(!unmanaged_node(&registering, "cloud://3"));
     }
 
     #[test]
