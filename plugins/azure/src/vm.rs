@@ -164,11 +164,8 @@ pub fn launched_for(vm: &Value, cluster: &str) -> bool {
 }
 
 /// A NIC of this cluster whose VM does not exist: what a launch leaves when
-/// its NodeClaim goes away before the VM is made. Reported as a pending
-/// instance of its own (its providerID is the NIC's, so a NodeClaim whose
-/// VM is gone still counts as gone), without a creation time, so the host
-/// deletes it once no NodeClaim has owned it on two passes in a row;
-/// `delete` then removes the NIC by the NodeClaim's name.
+/// its NodeClaim goes away before the VM is made. Listed as a leftover
+/// under the NIC's own id; `delete` removes it by the NodeClaim's name.
 pub fn orphan_nic(nic: &Value, sub: &str, rg: &str, vm_names: &[&str]) -> Option<Instance> {
     let name = nic.get("name").and_then(Value::as_str)?;
     if vm_names.contains(&name) {
@@ -187,20 +184,11 @@ pub fn orphan_nic(nic: &Value, sub: &str, rg: &str, vm_names: &[&str]) -> Option
     } else {
         node_claim
     };
-    Some(Instance {
+    Some(leftover(
         node_claim,
-        node_pool: tag(TAG_NODEPOOL),
-        provider_id: format!("azure://{}", nic_path(sub, &rg.to_ascii_lowercase(), name)),
-        image_id: String::new(),
-        instance_type: String::new(),
-        zone: String::new(),
-        capacity_type: String::new(),
-        state: InstanceState::Pending,
-        labels: vec![],
-        capacity: vec![],
-        allocatable: vec![],
-        created_at: None,
-    })
+        tag(TAG_NODEPOOL),
+        format!("azure://{}", nic_path(sub, &rg.to_ascii_lowercase(), name)),
+    ))
 }
 
 /// The instance a VM is: from its tags, size, zone, priority and state; the

@@ -142,83 +142,84 @@ impl Cloud {
     }
 
     pub fn platforms(&self, project: &str) -> Result<Vec<proto::Platform>, CallError> {
+        self.list_all(
+            paths::PLATFORM_LIST,
+            |page_token| proto::ListPlatformsRequest {
+                page_size: 100,
+                page_token,
+                parent_id: project.into(),
+            },
+            |r: proto::ListPlatformsResponse| (r.items, r.next_page_token),
+        )
+    }
+
+    /// Every item of a paged List call in `project`.
+    fn list_all<Req: Message, Resp: Message + Default, T>(
+        &self,
+        path: &str,
+        request: impl Fn(String) -> Req,
+        page: impl Fn(Resp) -> (Vec<T>, String),
+    ) -> Result<Vec<T>, CallError> {
         let mut out = Vec::new();
         let mut page_token = String::new();
         loop {
-            let r: proto::ListPlatformsResponse = self.call(
-                paths::PLATFORM_LIST,
-                &proto::ListPlatformsRequest {
-                    page_size: 100,
-                    page_token,
-                    parent_id: project.into(),
-                },
-                None,
-            )?;
-            out.extend(r.items);
-            if r.next_page_token.is_empty() {
+            let (items, next) = page(self.call(path, &request(page_token), None)?);
+            out.extend(items);
+            if next.is_empty() {
                 return Ok(out);
             }
-            page_token = r.next_page_token;
+            page_token = next;
         }
     }
 
     pub fn instances(&self, project: &str) -> Result<Vec<proto::Instance>, CallError> {
-        let mut out = Vec::new();
-        let mut page_token = String::new();
-        loop {
-            let r: proto::ListInstancesResponse = self.call(
-                paths::INSTANCE_LIST,
-                &proto::ListInstancesRequest {
-                    parent_id: project.into(),
-                    page_size: 100,
-                    page_token,
-                },
-                None,
-            )?;
-            out.extend(r.items);
-            if r.next_page_token.is_empty() {
-                return Ok(out);
-            }
-            page_token = r.next_page_token;
-        }
+        self.list_all(
+            paths::INSTANCE_LIST,
+            |page_token| proto::ListInstancesRequest {
+                parent_id: project.into(),
+                page_size: 100,
+                page_token,
+            },
+            |r: proto::ListInstancesResponse| (r.items, r.next_page_token),
+        )
     }
 
     pub fn disks(&self, project: &str) -> Result<Vec<proto::Disk>, CallError> {
-        let mut out = Vec::new();
-        let mut page_token = String::new();
-        loop {
-            let r: proto::ListDisksResponse = self.call(
-                paths::DISK_LIST,
-                &proto::ListDisksRequest {
-                    parent_id: project.into(),
-                    page_size: 100,
-                    page_token,
-                },
-                None,
-            )?;
-            out.extend(r.items);
-            if r.next_page_token.is_empty() {
-                return Ok(out);
-            }
-            page_token = r.next_page_token;
+        self.list_all(
+            paths::DISK_LIST,
+            |page_token| proto::ListDisksRequest {
+                parent_id: project.into(),
+                page_size: 100,
+                page_token,
+            },
+            |r: proto::ListDisksResponse| (r.items, r.next_page_token),
+        )
+    }
+
+    /// A resource by name; None when there is none.
+    fn by_name<T: Message + Default>(
+        &self,
+        path: &str,
+        project: &str,
+        name: &str,
+    ) -> Result<Option<T>, CallError> {
+        let by_name = proto::GetByNameRequest {
+            parent_id: project.into(),
+            name: name.into(),
+        };
+        match self.call(path, &by_name, None) {
+            Ok(found) => Ok(Some(found)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
-    /// By name; None when there is none.
     pub fn instance_by_name(
         &self,
         project: &str,
         name: &str,
     ) -> Result<Option<proto::Instance>, CallError> {
-        let by_name = proto::GetByNameRequest {
-            parent_id: project.into(),
-            name: name.into(),
-        };
-        match self.call(paths::INSTANCE_GET_BY_NAME, &by_name, None) {
-            Ok(i) => Ok(Some(i)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.by_name(paths::INSTANCE_GET_BY_NAME, project, name)
     }
 
     pub fn disk_by_name(
@@ -226,14 +227,6 @@ impl Cloud {
         project: &str,
         name: &str,
     ) -> Result<Option<proto::Disk>, CallError> {
-        let by_name = proto::GetByNameRequest {
-            parent_id: project.into(),
-            name: name.into(),
-        };
-        match self.call(paths::DISK_GET_BY_NAME, &by_name, None) {
-            Ok(d) => Ok(Some(d)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.by_name(paths::DISK_GET_BY_NAME, project, name)
     }
 }

@@ -34,10 +34,7 @@ pub fn boot_disk_name(claim: &str) -> String {
 
 /// A boot disk of this cluster whose instance does not exist: what a launch
 /// leaves when its instance never came up and its NodeClaim went away.
-/// Reported as a pending instance of its own (its providerID is not the
-/// instance's, so a NodeClaim whose instance is gone still counts as gone),
-/// without a creation time, so the host deletes it once no NodeClaim has
-/// owned it on two passes in a row; `delete` then removes the disk by the
+/// Listed as a leftover under an id of its own; `delete` removes it by the
 /// NodeClaim's name.
 pub fn orphan_disk(disk: &proto::Disk, cluster: &str, instances: &[&str]) -> Option<Instance> {
     let meta = disk.metadata.as_ref()?;
@@ -50,20 +47,11 @@ pub fn orphan_disk(disk: &proto::Disk, cluster: &str, instances: &[&str]) -> Opt
     {
         return None;
     }
-    Some(Instance {
-        node_claim: claim.to_string(),
-        node_pool: String::new(),
-        provider_id: format!("{SCHEME}://{claim}/boot-disk"),
-        image_id: String::new(),
-        instance_type: String::new(),
-        zone: String::new(),
-        capacity_type: String::new(),
-        state: InstanceState::Pending,
-        labels: vec![],
-        capacity: vec![],
-        allocatable: vec![],
-        created_at: None,
-    })
+    Some(leftover(
+        claim.to_string(),
+        String::new(),
+        format!("{SCHEME}://{claim}/boot-disk"),
+    ))
 }
 
 pub fn type_name(i: &proto::Instance) -> String {

@@ -27,6 +27,7 @@ pub mod bindings {
 pub mod errors;
 pub mod http;
 pub mod labels;
+pub mod leftovers;
 pub mod log;
 pub mod requirements;
 pub mod resources;
@@ -46,6 +47,7 @@ pub mod prelude {
     pub use crate::bindings::karpenter::provider::{cache, cluster, config, tokens};
     pub use crate::errors::*;
     pub use crate::labels;
+    pub use crate::leftovers::leftover;
     pub use crate::requirements::{cheapest_offering, cheapest_offering_of, label_allowed};
     pub use crate::resources::*;
 }

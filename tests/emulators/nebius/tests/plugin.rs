@@ -209,6 +209,17 @@ fn is_not_found(e: &karpenter::plugins::CallError) -> bool {
     matches!(e.provider_error(), Some(wit::Error::NotFound(_)))
 }
 
+/// The next InstanceService/Create answers INVALID_ARGUMENT.
+fn fail_next_instance_create(s: &Setup) {
+    s.emulator.inject(Injection {
+        method: "InstanceService/Create".into(),
+        platform: String::new(),
+        code: 3,
+        detail: String::new(),
+        count: 1,
+    });
+}
+
 /// Delete until the plugin answers not-found, as the host does.
 async fn delete_until_gone(s: &Setup, c: &wit::NodeClaim) -> usize {
     for calls in 1..100 {
@@ -498,13 +509,7 @@ async fn capacity_and_quota_failures_mark_the_offering_unavailable() {
         .create(&ok, &class(None))
         .await
         .expect("within quota");
-    s.emulator.inject(Injection {
-        method: "InstanceService/Create".into(),
-        platform: String::new(),
-        code: 3,
-        detail: String::new(),
-        count: 1,
-    });
+    fail_next_instance_create(&s);
     let e = s
         .plugin
         .create(
@@ -708,13 +713,7 @@ async fn a_boot_disk_left_without_its_instance_is_listed_and_collected() {
         .validate_node_class(&class(None))
         .await
         .expect("validates");
-    s.emulator.inject(Injection {
-        method: "InstanceService/Create".into(),
-        platform: String::new(),
-        code: 3,
-        detail: String::new(),
-        count: 1,
-    });
+    fail_next_instance_create(&s);
     let c = claim("cpu-orphan", &["cpu-d3-4vcpu-16gb"], "on-demand");
     s.plugin
         .create(&c, &class(None))
