@@ -124,16 +124,16 @@ impl WasiHttpHooks for PluginHttp {
             .authority()
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
-        let client = match &self.clients.cluster {
-            _ if scheme == "http" && self.h2c_hosts.contains(&authority) => {
-                self.clients.h2c.clone()
-            }
-            Some((api, client))
-                if scheme == "https" && authority_of(&uri).as_ref() == Some(api) =>
-            {
-                client.clone()
-            }
-            _ => self.clients.client.clone(),
+        let to_cluster_api =
+            |api: &String| scheme == "https" && authority_of(&uri).as_ref() == Some(api);
+        let client = if scheme == "http" && self.h2c_hosts.contains(&authority) {
+            self.clients.h2c.clone()
+        } else if let Some((api, client)) = &self.clients.cluster
+            && to_cluster_api(api)
+        {
+            client.clone()
+        } else {
+            self.clients.client.clone()
         };
         let plugin = self.plugin.clone();
         let budget = self.budget.clone();
