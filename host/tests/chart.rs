@@ -281,6 +281,10 @@ async fn lint_and_render_the_seed_values() {
         azure.settings["KUBELET_BOOTSTRAP_TOKEN"],
         "<token-id>.<token-secret>"
     );
+    assert!(
+        azure.secret_settings.is_empty(),
+        "a token in controller.env takes precedence over the Secret"
+    );
     assert!(!azure.settings.contains_key("DISABLE_LEADER_ELECTION"));
     assert!(azure.tokens && azure.secrets.is_empty());
     let projected: Vec<String> = spec["volumes"]
@@ -334,17 +338,59 @@ async fn lint_and_render_the_seed_values() {
     );
     assert_least_privilege(&docs);
 
+    // Without a token in the environment (as `karpenter config helm` writes
+    // values), the plugins that join nodes read it from its Secret, and no
+    // ConfigMap holds it.
+    let no_token = tmp.path().join("no-token-values.yaml");
+    let mut values: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&seed).expect("seed")).expect("yaml");
+    values["controller"]["env"]
+        .as_array_mut()
+        .expect("env")
+        .retain(|e| e["name"] != "KUBELET_BOOTSTRAP_TOKEN");
+    std::fs::write(&no_token, values.to_string()).expect("write");
+    let docs = render(&c, &chart(), &[&no_token], &[]);
+    for plugin in ["azure", "nebius"] {
+        let config = plugin_config(&docs, plugin);
+        assert_eq!(
+            config.secret_settings["KUBELET_BOOTSTRAP_TOKEN"], "kubelet-bootstrap-token/token",
+            "{plugin}"
+        );
+        assert!(!config.settings.contains_key("KUBELET_BOOTSTRAP_TOKEN"));
+        assert!(
+            config
+                .secrets
+                .iter()
+                .all(|s| !s.starts_with("kubelet-bootstrap-token/"))
+        );
+    }
+    let spec =
+        &find(&docs, "Deployment", "karpenter").expect("Deployment")["spec"]["template"]["spec"];
+    let mounted = serde_json::to_string(&spec["volumes"]).expect("json");
+    assert!(
+        mounted.contains(r#""name":"kubelet-bootstrap-token","optional":true"#),
+        "mounted when it exists: {mounted}"
+    );
+    assert!(
+        of_kind(&docs, "Secret").is_empty(),
+        "the chart never holds it"
+    );
+
     // Disabled: neither Secret nor secrets directory.
     let docs = render(
         &c,
         &chart(),
         &[&seed],
-        &["controller.nebiusCredentials.enabled=false"],
+        &[
+            "controller.nebiusCredentials.enabled=false",
+            "controller.kubeletBootstrapToken.enabled=false",
+        ],
     );
     assert!(of_kind(&docs, "Secret").is_empty());
     let deploy = serde_json::to_string(find(&docs, "Deployment", "karpenter").expect("Deployment"))
         .expect("json");
     assert!(!deploy.contains("SECRETS_DIR") && !deploy.contains("nebius-credentials"));
+    assert!(!deploy.contains("kubelet-bootstrap-token"));
 }
 
 /// What the controller itself needs beside its plugins' budgets: its stores

@@ -100,8 +100,12 @@ fn without_a_cluster_everything_else_is_a_placeholder() {
         env_value(&v, "SSH_PUBLIC_KEY"),
         "ssh-ed25519 AAAAC3Nza me@host"
     );
+    assert!(
+        stderr.contains("no kubelet bootstrap token was made")
+            && stderr.contains("Secret karpenter/kubelet-bootstrap-token"),
+        "says where the token belongs: {stderr}"
+    );
     for unresolved in [
-        "KUBELET_BOOTSTRAP_TOKEN",
         "AZURE_NODE_RESOURCE_GROUP",
         "VNET_SUBNET_ID",
         "AZURE_TENANT_ID",
@@ -204,6 +208,8 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
         "id.pub",
         "--output",
         "my-values.yaml",
+        "--namespace",
+        "config-helm-test",
     ];
     let out = config_helm(dir.path(), Path::new(&c.kubeconfig), &env, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -229,8 +235,38 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
     assert_eq!(env_value(&v, "AZURE_CLIENT_ID"), UNRESOLVED);
     assert!(!stderr.contains("KUBELET_BOOTSTRAP_TOKEN"), "{stderr}");
 
+    // The token is in no value: the plugins read it from a Secret in the
+    // release namespace, which expires with the kube-system token.
+    assert!(
+        v["controller"]["env"]
+            .as_sequence()
+            .expect("env")
+            .iter()
+            .all(|e| e["name"] != "KUBELET_BOOTSTRAP_TOKEN"),
+        "no token in the values"
+    );
+    assert!(
+        stderr.contains("kubelet bootstrap token: Secret config-helm-test/kubelet-bootstrap-token"),
+        "{stderr}"
+    );
+    let published = async || {
+        let s = Api::<Secret>::namespaced(client.clone(), "config-helm-test")
+            .get("kubelet-bootstrap-token")
+            .await
+            .expect("the published Secret");
+        let data = s.data.expect("data");
+        let field = |k: &str| String::from_utf8(data[k].0.clone()).expect("utf8");
+        (field("token"), field("expiration"))
+    };
+    let (token, expiration) = published().await;
+    let expires: jiff::Timestamp = expiration.parse().expect("RFC 3339");
+    let days = (expires - jiff::Timestamp::now()).get_seconds() / 86_400;
+    assert!(
+        (89..=90).contains(&days),
+        "90 days by default: {expiration}"
+    );
+
     // The bootstrap token is a kubeadm-style Secret in kube-system.
-    let token = env_value(&v, "KUBELET_BOOTSTRAP_TOKEN");
     let (id, secret) = token.split_once('.').expect("<id>.<secret>");
     assert!(id.len() == 6 && secret.len() == 16, "{token}");
     let s = Api::<Secret>::namespaced(client.clone(), "kube-system")
@@ -241,17 +277,29 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
     let data = s.data.expect("data");
     let field = |k: &str| String::from_utf8(data[k].0.clone()).expect("utf8");
     assert_eq!(field("token-secret"), secret);
+    assert_eq!(field("expiration"), expiration);
     assert_eq!(field("usage-bootstrap-authentication"), "true");
     assert_eq!(
         field("auth-extra-groups"),
         "system:bootstrappers:kubeadm:default-node-token"
     );
 
-    // A second run reuses it rather than piling up tokens.
+    // A second run reuses it rather than piling up tokens...
     let out = config_helm(dir.path(), Path::new(&c.kubeconfig), &env, &args);
     assert!(out.status.success());
-    let again = read_values(&dir.path().join("my-values.yaml"));
-    assert_eq!(env_value(&again, "KUBELET_BOOTSTRAP_TOKEN"), token);
+    assert_eq!(published().await.0, token);
+    // ...until less than half its lifetime is left: then it rotates, and the
+    // Secret the controller reads holds the new token.
+    let longer = [&args[..], &["--bootstrap-token-ttl", "8760h"]].concat();
+    let out = config_helm(dir.path(), Path::new(&c.kubeconfig), &env, &longer);
+    assert!(out.status.success());
+    let (rotated, _) = published().await;
+    assert_ne!(rotated, token);
+    let rotated_id = rotated
+        .split_once('.')
+        .expect("<id>.<secret>")
+        .0
+        .to_string();
 
     // The chart takes the file as written.
     let helm = helm_bin(&c);
@@ -292,6 +340,11 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
             "delete",
             "secret",
             &format!("bootstrap-token-{id}"),
+            &format!("bootstrap-token-{rotated_id}"),
         ],
+    );
+    kubectl(
+        &c,
+        &["delete", "namespace", "config-helm-test", "--wait=false"],
     );
 }

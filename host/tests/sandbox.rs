@@ -374,3 +374,58 @@ async fn a_slow_plugin_is_answered_for_by_its_last_catalog_within_the_deadline()
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_secret_setting_is_read_fresh_and_grants_nothing_else() {
+    use karpenter::plugins::RuntimeOptions;
+    use karpenter::plugins::capabilities::secrets::SecretStore;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("kubelet-bootstrap-token")).expect("mkdir");
+    let token = dir.path().join("kubelet-bootstrap-token/token");
+    std::fs::write(&token, "abcdef.0123456789abcdef\n").expect("write");
+    let runtime = common::runtime_with(RuntimeOptions {
+        secrets: SecretStore::new(
+            cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
+                .expect("dir"),
+        ),
+        ..RuntimeOptions::default()
+    });
+    let plugin = misbehaving(&runtime, "settings", |c| {
+        c.settings
+            .insert("SECRET".into(), "kubelet-bootstrap-token/token".into());
+        c.secret_settings.insert(
+            "KUBELET_BOOTSTRAP_TOKEN".into(),
+            "kubelet-bootstrap-token/token".into(),
+        );
+    })
+    .await;
+    let seen = async || {
+        plugin
+            .get_instance_types(&pool(), &class())
+            .await
+            .expect_err("reports what it saw")
+            .to_string()
+    };
+    let text = seen().await;
+    // The setting carries the Secret's value, without the file's newline...
+    assert!(
+        text.contains("KUBELET_BOOTSTRAP_TOKEN=abcdef.0123456789abcdef, MODE=settings"),
+        "{text}"
+    );
+    // ...and referencing the Secret in a setting does not grant reading it.
+    assert!(
+        text.contains("is not granted to plugin misbehave-settings"),
+        "{text}"
+    );
+    // A rotated Secret reaches the plugin on its next call, without a reload.
+    std::fs::write(&token, "ghijkl.0123456789abcdef").expect("rotate");
+    let text = seen().await;
+    assert!(
+        text.contains("KUBELET_BOOTSTRAP_TOKEN=ghijkl.0123456789abcdef"),
+        "{text}"
+    );
+    // A Secret that is gone leaves the setting unset, as if never given.
+    std::fs::remove_file(&token).expect("remove");
+    let text = seen().await;
+    assert!(!text.contains("KUBELET_BOOTSTRAP_TOKEN"), "{text}");
+}

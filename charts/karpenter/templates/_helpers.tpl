@@ -106,6 +106,15 @@ wasmBase64 or a file inside the chart.
 {{- if $settings -}}
 {{- $_ := set $config "settings" $settings -}}
 {{- end -}}
+{{- $fromSecrets := dict -}}
+{{- range $k, $v := $p.secretSettings -}}
+{{- if not (hasKey $settings $k) -}}
+{{- $_ := set $fromSecrets $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- if $fromSecrets -}}
+{{- $_ := set $config "secretSettings" $fromSecrets -}}
+{{- end -}}
 {{- $_ := set $entry "config" $config -}}
 {{- $_ := set $entry "nodeClasses" (default list $p.nodeClasses) -}}
 {{- $_ := unset $entry "plugin" -}}
@@ -118,6 +127,9 @@ wasmBase64 or a file inside the chart.
 {{- $out := list -}}
 {{- if .Values.controller.nebiusCredentials.enabled -}}
 {{- $out = append $out (dict "name" "nebius-credentials" "keys" (list "credentials.json") "optional" (not .Values.controller.nebiusCredentials.credentialsJson)) -}}
+{{- end -}}
+{{- if .Values.controller.kubeletBootstrapToken.enabled -}}
+{{- $out = append $out (dict "name" "kubelet-bootstrap-token" "keys" (list "token") "optional" true) -}}
 {{- end -}}
 {{- range .Values.controller.extraSecrets -}}
 {{- $out = append $out (dict "name" .name "keys" .keys "optional" (default false .optional)) -}}

@@ -26,6 +26,12 @@ pub struct PluginConfig {
     /// Free-form settings, e.g. LOCATION or ARM_RESOURCE_GROUP.
     #[serde(default)]
     pub settings: BTreeMap<String, String>,
+    /// Settings whose value is a granted secret, `<secret>/<key>`, read when
+    /// the plugin asks: a rotated Secret reaches the plugin without a reload,
+    /// and the value never sits in this file. Granting the setting grants
+    /// that secret to it, through this setting only.
+    #[serde(default)]
+    pub secret_settings: BTreeMap<String, String>,
     /// Whether the plugin may ask the host's token source for access tokens.
     #[serde(default)]
     pub tokens: bool,
@@ -78,6 +84,7 @@ impl Default for PluginConfig {
             h2c_hosts: Vec::new(),
             secrets: Vec::new(),
             settings: BTreeMap::new(),
+            secret_settings: BTreeMap::new(),
             tokens: false,
             memory_mib: default_memory_mib(),
             memory_budget_mib: default_memory_budget_mib(),
@@ -102,6 +109,18 @@ impl PluginConfig {
         );
         anyhow::ensure!(config.max_instances >= 1, "maxInstances must be at least 1");
         anyhow::ensure!(config.cpu_ms >= 1, "cpuMs must be at least 1");
+        for (name, secret) in &config.secret_settings {
+            anyhow::ensure!(
+                !config.settings.contains_key(name),
+                "setting {name} is in both settings and secretSettings: keep one"
+            );
+            anyhow::ensure!(
+                secret
+                    .split_once('/')
+                    .is_some_and(|(s, k)| !s.is_empty() && !k.is_empty()),
+                "secretSettings.{name}: {secret:?} is not <secret>/<key>"
+            );
+        }
         if let Some(source) = &config.source {
             source.check()?;
         }
@@ -154,6 +173,16 @@ mod tests {
                 .contains("memoryBudgetMib (256) must be at least memoryMib (512)"),
             "{err}"
         );
+        let err = PluginConfig::from_yaml(
+            "settings: {TOKEN: plain}\nsecretSettings: {TOKEN: bootstrap/token}\n",
+        )
+        .expect_err("one setting, two sources");
+        assert!(
+            err.to_string().contains("both settings and secretSettings"),
+            "{err}"
+        );
+        let err = PluginConfig::from_yaml("secretSettings: {TOKEN: token}\n").expect_err("no key");
+        assert!(err.to_string().contains("not <secret>/<key>"), "{err}");
         let err = PluginConfig::from_yaml("allowedHosts: [\"*\"]").expect_err("bare wildcard");
         assert!(format!("{err:#}").contains("bare"), "{err:#}");
     }

@@ -108,10 +108,10 @@ impl ArmEmulator {
                     "AZURE_NODE_RESOURCE_GROUP": NODE_RESOURCE_GROUP,
                     "SSH_PUBLIC_KEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e e2e@karpenter",
                     "VNET_SUBNET_ID": format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks"),
-                    "KUBELET_BOOTSTRAP_TOKEN": "abcdef.0123456789abcdef",
                 },
+                "secretSettings": {"KUBELET_BOOTSTRAP_TOKEN": "kubelet-bootstrap-token/token"},
             }),
-            secrets: vec![],
+            secrets: vec![super::bootstrap_token_secret()],
         }
     }
 

@@ -40,3 +40,12 @@ pub fn runtime_with(
     );
     karpenter::plugins::Runtime::new(options).expect("runtime")
 }
+
+/// The kubelet bootstrap token's Secret as the chart mounts it, which the
+/// cloud plugins' `secretSettings` name.
+pub fn bootstrap_token_secret() -> (String, Vec<u8>) {
+    (
+        "kubelet-bootstrap-token/token".into(),
+        b"abcdef.0123456789abcdef\n".to_vec(),
+    )
+}

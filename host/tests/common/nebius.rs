@@ -38,16 +38,19 @@ pub fn nebius_plugin(addr: &str) -> PluginSetup {
             "settings": {
                 "NEBIUS_API_ENDPOINT": base,
                 "NEBIUS_IAM_ENDPOINT": base,
-                "KUBELET_BOOTSTRAP_TOKEN": "abcdef.0123456789abcdef",
                 "OPERATION_POLL_MS": "100",
                 "WIREGUARD_HUB_ENDPOINT": "20.91.194.208:51820",
                 "WIREGUARD_HUB_PUBLIC_KEY": "aHViLXB1YmxpYy1rZXk=",
                 "WIREGUARD_HUB_ADDRESS": HUB_ADDRESS,
             },
+            "secretSettings": {"KUBELET_BOOTSTRAP_TOKEN": "kubelet-bootstrap-token/token"},
         }),
-        secrets: vec![(
-            "nebius-credentials/credentials.json".into(),
-            nebius_emulator::iam::test_credentials().to_vec(),
-        )],
+        secrets: vec![
+            (
+                "nebius-credentials/credentials.json".into(),
+                nebius_emulator::iam::test_credentials().to_vec(),
+            ),
+            super::bootstrap_token_secret(),
+        ],
     }
 }

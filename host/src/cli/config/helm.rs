@@ -32,10 +32,15 @@ pub struct HelmArgs {
     /// The `.env` file read for variables the environment lacks.
     #[arg(long, default_value = ".env")]
     pub env_file: PathBuf,
-    /// Lifetime of the kubelet bootstrap token it creates; none by default,
-    /// since nodes join whenever Karpenter launches one.
-    #[arg(long, value_parser = duration)]
-    pub bootstrap_token_ttl: Option<Duration>,
+    /// Lifetime of the kubelet bootstrap token it creates. Running the
+    /// command again once half of it has passed rotates the token; the
+    /// running controller takes the new one without a restart.
+    #[arg(long, default_value = "2160h", value_parser = duration)]
+    pub bootstrap_token_ttl: Duration,
+    /// The namespace the chart is installed in, where the token's Secret
+    /// (`kubelet-bootstrap-token`) is written.
+    #[arg(long, default_value = "karpenter")]
+    pub namespace: String,
     /// How long to wait for the cluster before leaving its values unresolved.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub cluster_timeout: Duration,
@@ -45,14 +50,20 @@ fn duration(s: &str) -> Result<Duration, String> {
     durations::parse(s).map_err(|e| e.to_string())
 }
 
-const INSTALL: &str = "helm upgrade --install karpenter charts/karpenter \\\n  --namespace karpenter --create-namespace \\\n  --values";
+fn install_command(namespace: &str, values: &Path) -> String {
+    format!(
+        "helm upgrade --install karpenter charts/karpenter \\\n  --namespace {namespace} --create-namespace \\\n  --values {}",
+        values.display()
+    )
+}
 
 /// What the live cluster answered.
 #[derive(Debug, Default)]
 struct Live {
     endpoint: Option<String>,
     discovered: Discovered,
-    bootstrap_token: Option<String>,
+    /// Written to its Secret in the release namespace.
+    bootstrap_token: Option<bootstrap_token::BootstrapToken>,
 }
 
 pub async fn run(args: HelmArgs) -> anyhow::Result<ExitCode> {
@@ -121,7 +132,6 @@ pub async fn run(args: HelmArgs) -> anyhow::Result<ExitCode> {
                 Some(ssh_key.unwrap_or_else(|| "ssh-key-not-set".into())),
             ),
             ("VNET_SUBNET_ID", d.subnet_id.clone()),
-            ("KUBELET_BOOTSTRAP_TOKEN", live.bootstrap_token.clone()),
             ("DISABLE_LEADER_ELECTION", Some("false".into())),
         ],
     };
@@ -135,7 +145,20 @@ pub async fn run(args: HelmArgs) -> anyhow::Result<ExitCode> {
             unresolved.join(", ")
         );
     }
-    crate::cli::print(&format!("{INSTALL} {}", args.output.display()));
+    match &live.bootstrap_token {
+        Some(t) => eprintln!(
+            "kubelet bootstrap token: Secret {}/{} (expires {}); run this command again before then to rotate it",
+            args.namespace,
+            bootstrap_token::PUBLISHED,
+            t.expires.map_or("never".to_string(), |e| e.to_string()),
+        ),
+        None => eprintln!(
+            "no kubelet bootstrap token was made: nodes cannot join until Secret {}/{} holds one as key `token` (<id>.<secret>)",
+            args.namespace,
+            bootstrap_token::PUBLISHED,
+        ),
+    }
+    crate::cli::print(&install_command(&args.namespace, &args.output));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -183,8 +206,8 @@ async fn live(args: &HelmArgs, subscription: Option<String>) -> anyhow::Result<L
             tracing::warn!(error = %format!("{e:#}"), "cannot read the cluster's nodes");
             Discovered::default()
         });
-    let bootstrap_token = match bootstrap_token::ensure(&client, args.bootstrap_token_ttl).await {
-        Ok(t) => Some(t.to_string()),
+    let bootstrap_token = match made_bootstrap_token(&client, args).await {
+        Ok(t) => Some(t),
         Err(e) => {
             tracing::warn!(error = %format!("{e:#}"), "no bootstrap token");
             None
@@ -195,6 +218,15 @@ async fn live(args: &HelmArgs, subscription: Option<String>) -> anyhow::Result<L
         discovered,
         bootstrap_token,
     })
+}
+
+async fn made_bootstrap_token(
+    client: &kube::Client,
+    args: &HelmArgs,
+) -> anyhow::Result<bootstrap_token::BootstrapToken> {
+    let token = bootstrap_token::ensure(client, Some(args.bootstrap_token_ttl)).await?;
+    bootstrap_token::publish(client, &args.namespace, &token).await?;
+    Ok(token)
 }
 
 fn nebius_credentials(path: &Path) -> anyhow::Result<String> {

@@ -3,18 +3,50 @@
 use crate::plugins::bindings::v0_1_0::karpenter::provider::config::Host;
 use crate::plugins::state::State;
 
+impl State {
+    /// A `secretSettings` entry's current value; unreadable means unset, as
+    /// the plugin would see a setting the operator left out.
+    fn secret_setting(&self, key: &str, secret: &str) -> Option<String> {
+        match self.caps.secrets.read(secret) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                // `kubectl create secret --from-file` keeps the file's newline.
+                Ok(text) => Some(text.trim_end_matches(['\n', '\r']).to_string()),
+                Err(_) => {
+                    tracing::warn!(plugin = %self.caps.plugin, setting = %key, secret = %secret, "secret setting is not UTF-8; left unset");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::warn!(plugin = %self.caps.plugin, setting = %key, error = %format!("{e:#}"), "secret setting unreadable; left unset");
+                None
+            }
+        }
+    }
+}
+
 impl Host for State {
     async fn get_setting(&mut self, key: String) -> Option<String> {
-        self.caps.config.settings.get(&key).cloned()
+        let config = &self.caps.config;
+        if let Some(secret) = config.secret_settings.get(&key) {
+            return self.secret_setting(&key, secret);
+        }
+        config.settings.get(&key).cloned()
     }
 
     async fn settings(&mut self) -> Vec<(String, String)> {
-        self.caps
-            .config
+        let config = self.caps.config.clone();
+        let mut all: Vec<(String, String)> = config
             .settings
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .collect();
+        for (key, secret) in &config.secret_settings {
+            if let Some(value) = self.secret_setting(key, secret) {
+                all.push((key.clone(), value));
+            }
+        }
+        all.sort();
+        all
     }
 
     async fn get_secret(&mut self, name: String) -> Result<Vec<u8>, String> {

@@ -4,7 +4,9 @@
 //! - `read-file`: reads /etc/hostname; `read-env`: reads HOME; `socket`: opens
 //!   a TCP connection; `http-denied`: calls a host not on the allow-list;
 //!   `fetch`: GETs the URL setting; `token`: asks the host for a token for
-//!   the SCOPE setting — each reports what it got as an error message;
+//!   the SCOPE setting; `settings`: lists every setting it sees and reads
+//!   the SECRET setting's value as a secret name — each reports what it got
+//!   as an error message;
 //! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
 //! - `garbage`: returns an instance type with a NaN price and a bad quantity;
 //! - `cache-flood`: stores 3,000 cache entries of 1 MiB and reports how many
@@ -141,6 +143,18 @@ impl Guest for Misbehave {
                     ))),
                     Err(e) => Err(fatal(format!("no token: {e}"))),
                 }
+            }
+            "settings" => {
+                let seen: Vec<String> = config::settings()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let secret = config::get_setting("SECRET").unwrap_or_default();
+                Err(fatal(format!(
+                    "settings [{}]; secret {secret:?}: {:?}",
+                    seen.join(", "),
+                    config::get_secret(&secret).map(String::from_utf8)
+                )))
             }
             "loop" => {
                 let mut i: u64 = 0;
