@@ -55,6 +55,15 @@ impl CallError {
     pub fn transient(&self) -> bool {
         match self {
             CallError::Transport(_) => true,
+            // Throttled (TooManyRequests), as opposed to a quota or capacity
+            // that is exhausted.
+            CallError::Status {
+                code: code::RESOURCE_EXHAUSTED,
+                detail,
+                ..
+            } => detail
+                .as_ref()
+                .is_some_and(|d| d.too_many_requests.is_some()),
             CallError::Status { code: c, .. } => matches!(
                 *c,
                 code::UNAVAILABLE
@@ -321,5 +330,23 @@ mod tests {
         let capacity = e.capacity().expect("capacity");
         assert!(capacity.contains("gpu-h100-sxm"), "{capacity}");
         assert!(!e.transient());
+    }
+
+    #[test]
+    fn throttling_is_transient_and_not_capacity() {
+        let throttled = CallError::Status {
+            code: code::RESOURCE_EXHAUSTED,
+            message: "rate limit".into(),
+            detail: Some(Box::new(ServiceError {
+                service: "compute".into(),
+                code: "TooManyRequests".into(),
+                too_many_requests: Some(proto::TooManyRequests {
+                    violation: "compute.instance.create per second".into(),
+                }),
+                ..Default::default()
+            })),
+        };
+        assert!(throttled.transient());
+        assert!(throttled.capacity().is_none());
     }
 }

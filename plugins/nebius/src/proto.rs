@@ -120,6 +120,8 @@ pub struct ServiceError {
     pub resource_not_found: Option<ResourceNotFound>,
     #[prost(message, optional, tag = "112")]
     pub resource_already_exists: Option<ResourceAlreadyExists>,
+    #[prost(message, optional, tag = "140")]
+    pub too_many_requests: Option<TooManyRequests>,
     #[prost(message, optional, tag = "141")]
     pub quota_failure: Option<QuotaFailure>,
     #[prost(message, optional, tag = "142")]
@@ -138,6 +140,13 @@ pub struct ResourceNotFound {
 pub struct ResourceAlreadyExists {
     #[prost(string, tag = "1")]
     pub resource_id: String,
+}
+
+/// nebius.common.v1.TooManyRequests: throttled; try again later.
+#[derive(Clone, PartialEq, Message)]
+pub struct TooManyRequests {
+    #[prost(string, tag = "1")]
+    pub violation: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
