@@ -19,6 +19,7 @@
 //! emulator and the plugin cannot disagree on sizes.
 
 use bytes::Bytes;
+use emulator_chaos::Kind;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
@@ -57,6 +58,10 @@ pub struct Options {
     pub injections: Vec<Injection>,
     /// Serve HTTPS with a CA made at start (see `Emulator::ca_pem`).
     pub tls: bool,
+    /// Share of ARM calls failed at random (see `emulator_chaos`), and the
+    /// seed of the draw.
+    pub chaos_rate: f64,
+    pub chaos_seed: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -96,10 +101,26 @@ impl Injection {
     }
 }
 
+/// An async operation. It finishes after `op_polls` polls or, polled or
+/// not, once `due` passes (a VM boots whether or not anyone watches), and is
+/// still answered afterwards, as ARM keeps finished operations.
 struct Operation {
     polls_left: u32,
+    due: std::time::Instant,
     error: Option<Value>,
     on_done: Done,
+    /// The final answer, once finished.
+    result: Option<Value>,
+}
+
+/// How long an operation runs when nobody polls it.
+const OPERATION_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a finished operation does outside ARM.
+enum Effect {
+    None,
+    Register(Value),
+    Deregister(String),
 }
 
 enum Done {
@@ -125,6 +146,8 @@ struct State {
 
 pub struct Emulator {
     options: Options,
+    /// Random faults on ARM calls; none unless a rate is set.
+    pub chaos: emulator_chaos::Chaos,
     state: Mutex<State>,
     skus: Vec<Sku>,
     http: reqwest::Client,
@@ -195,6 +218,7 @@ impl Emulator {
             ..State::default()
         };
         Ok(Arc::new(Emulator {
+            chaos: emulator_chaos::Chaos::new(options.chaos_rate, options.chaos_seed),
             options,
             state: Mutex::new(state),
             skus,
@@ -221,6 +245,16 @@ impl Emulator {
         } else {
             None
         };
+        let ticker = Arc::downgrade(&self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                match ticker.upgrade() {
+                    Some(e) => e.sweep().await,
+                    None => break,
+                }
+            }
+        });
         let handle = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -352,6 +386,63 @@ impl Emulator {
             }
             return r;
         }
+        let create =
+            parts.method == Method::PUT && path.to_ascii_lowercase().contains("/virtualmachines/");
+        match self.chaos.roll(create) {
+            None => self.arm(&parts, &body, &path, &host).await,
+            Some(Kind::Capacity) => {
+                // The create is accepted; its operation fails as a placement does.
+                self.inject(Injection {
+                    code: "ZonalAllocationFailed".into(),
+                    message: "Allocation failed. We do not have sufficient capacity for the requested VM size in this region. (injected by the emulator's chaos)".into(),
+                    zone: None,
+                    vm_size: None,
+                    count: 1,
+                });
+                self.arm(&parts, &body, &path, &host).await
+            }
+            Some(Kind::Timeout) => {
+                let _lost = self.arm(&parts, &body, &path, &host).await;
+                tokio::time::sleep(emulator_chaos::TIMEOUT_DELAY).await;
+                arm_error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "GatewayTimeout",
+                    "The gateway did not receive a response from 'Microsoft.Compute' within the specified time period.",
+                )
+            }
+            Some(kind) => {
+                let status = match kind {
+                    Kind::Throttled => 429,
+                    Kind::Internal => 500,
+                    _ => 503,
+                };
+                let f = Fault {
+                    status,
+                    retry_after: Some(1),
+                    method: None,
+                    path: None,
+                    count: 1,
+                };
+                let mut r = reply(
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    f.body(),
+                );
+                r.headers_mut()
+                    .insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+                r
+            }
+        }
+    }
+
+    /// ARM itself: authentication, then the resource the path names.
+    async fn arm(
+        &self,
+        parts: &hyper::http::request::Parts,
+        body: &Bytes,
+        path: &str,
+        host: &str,
+    ) -> Reply {
+        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         if self.options.require_auth {
             let auth = parts
                 .headers
@@ -404,7 +495,7 @@ impl Emulator {
                 let skip = query(&parts.uri, "$skiptoken")
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
-                self.list(&host, &path, rg, skip, true)
+                self.list(host, path, rg, skip, true)
             }
             [
                 "subscriptions",
@@ -426,8 +517,8 @@ impl Emulator {
                 );
                 match parts.method {
                     Method::GET => self.get(&key, true),
-                    Method::PUT => self.put_vm(&host, sub, &key, &id, segs[7], &body),
-                    Method::DELETE => self.delete_vm(&host, sub, &key),
+                    Method::PUT => self.put_vm(host, sub, &key, &id, segs[7], body),
+                    Method::DELETE => self.delete_vm(host, sub, &key),
                     _ => arm_error(
                         StatusCode::METHOD_NOT_ALLOWED,
                         "MethodNotAllowed",
@@ -450,7 +541,7 @@ impl Emulator {
                 let skip = query(&parts.uri, "$skiptoken")
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
-                self.list(&host, &path, rg, skip, false)
+                self.list(host, path, rg, skip, false)
             }
             [
                 "subscriptions",
@@ -472,8 +563,8 @@ impl Emulator {
                 );
                 match parts.method {
                     Method::GET => self.get(&key, false),
-                    Method::PUT => self.put_nic(&host, sub, &key, &id, segs[7], &body),
-                    Method::DELETE => self.delete_nic(&host, sub, &key),
+                    Method::PUT => self.put_nic(host, sub, &key, &id, segs[7], body),
+                    Method::DELETE => self.delete_nic(host, sub, &key),
                     _ => arm_error(
                         StatusCode::METHOD_NOT_ALLOWED,
                         "MethodNotAllowed",
@@ -559,7 +650,13 @@ impl Emulator {
                 });
                 reply(StatusCode::OK, json!({}))
             }
+            (&Method::POST, Some("chaos")) => {
+                self.chaos
+                    .set_rate(v.get("rate").and_then(Value::as_f64).unwrap_or(0.0));
+                reply(StatusCode::OK, json!({}))
+            }
             (&Method::GET, Some("state")) => {
+                let (injected, calls) = self.chaos.report();
                 let st = self.lock();
                 let details: Vec<Value> = st
                     .vms
@@ -577,13 +674,14 @@ impl Emulator {
                 reply(
                     StatusCode::OK,
                     json!({"vms": st.vms.keys().collect::<Vec<_>>(), "nics": st.nics.keys().collect::<Vec<_>>(),
-                           "vmDetails": details, "injections": st.injections.len(), "faults": st.faults.len(), "requests": st.log}),
+                           "vmDetails": details, "injections": st.injections.len(), "faults": st.faults.len(), "requests": st.log,
+                           "chaos": {"injected": injected, "calls": calls}}),
                 )
             }
             _ => arm_error(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                "admin: inject, fault, quota, state",
+                "admin: inject, fault, chaos, quota, state",
             ),
         }
     }
@@ -716,8 +814,10 @@ impl Emulator {
             id.clone(),
             Operation {
                 polls_left: self.options.op_polls,
+                due: std::time::Instant::now() + OPERATION_TIME,
                 error,
                 on_done,
+                result: None,
             },
         );
         format!(
@@ -1019,7 +1119,7 @@ impl Emulator {
     }
 
     async fn operation(&self, id: &str) -> Reply {
-        let done = {
+        let finished = {
             let mut st = self.lock();
             let Some(op) = st.ops.get_mut(id) else {
                 return arm_error(
@@ -1028,6 +1128,9 @@ impl Emulator {
                     &format!("operation {id} not found"),
                 );
             };
+            if let Some(result) = &op.result {
+                return reply(StatusCode::OK, result.clone());
+            }
             if op.polls_left > 0 {
                 op.polls_left -= 1;
                 let mut r = reply(StatusCode::OK, json!({"name": id, "status": "InProgress"}));
@@ -1035,66 +1138,106 @@ impl Emulator {
                     .insert("retry-after", hyper::header::HeaderValue::from_static("0"));
                 return r;
             }
-            let Some(op) = st.ops.remove(id) else {
-                return arm_error(StatusCode::NOT_FOUND, "NotFound", id);
-            };
-            let failed = op.error.is_some();
-            let mut node = None;
-            match &op.on_done {
-                Done::VmCreated(key) => {
-                    if let Some(vm) = st.vms.get_mut(key) {
-                        vm["properties"]["provisioningState"] =
-                            json!(if failed { "Failed" } else { "Succeeded" });
-                        vm["properties"]["timeCreated"] = json!(now_rfc3339());
-                        if !failed {
-                            node = Some(vm.clone());
-                        }
+            Self::finish(&mut st, id)
+        };
+        let Some((body, effect)) = finished else {
+            return arm_error(StatusCode::NOT_FOUND, "NotFound", id);
+        };
+        self.apply(effect).await;
+        reply(StatusCode::OK, body)
+    }
+
+    /// Finishes every operation whose time has come, polled or not.
+    pub async fn sweep(&self) {
+        let effects: Vec<Effect> = {
+            let mut st = self.lock();
+            let now = std::time::Instant::now();
+            let due: Vec<String> = st
+                .ops
+                .iter()
+                .filter(|(_, op)| op.result.is_none() && op.due <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            due.iter()
+                .filter_map(|id| Self::finish(&mut st, id).map(|(_, e)| e))
+                .collect()
+        };
+        for e in effects {
+            self.apply(e).await;
+        }
+    }
+
+    /// Marks the operation finished: its final answer, and what its VM's
+    /// kubelet does about it.
+    fn finish(st: &mut State, id: &str) -> Option<(Value, Effect)> {
+        let op = st.ops.get_mut(id)?;
+        let failed = op.error.is_some();
+        let body = match &op.error {
+            Some(e) => json!({"name": id, "status": "Failed", "error": e}),
+            None => json!({"name": id, "status": "Succeeded"}),
+        };
+        op.result = Some(body.clone());
+        let on_done = std::mem::replace(&mut op.on_done, Done::Nothing);
+        let effect = match on_done {
+            Done::VmCreated(key) => match st.vms.get_mut(&key) {
+                Some(vm) => {
+                    vm["properties"]["provisioningState"] =
+                        json!(if failed { "Failed" } else { "Succeeded" });
+                    vm["properties"]["timeCreated"] = json!(now_rfc3339());
+                    if failed {
+                        Effect::None
+                    } else {
+                        Effect::Register(vm.clone())
                     }
                 }
-                Done::VmDeleted(key, _) => {
-                    st.vms.remove(key);
-                }
-                Done::NicDeleted(key) => {
-                    st.nics.remove(key);
-                }
-                Done::Nothing => {}
+                None => Effect::None,
+            },
+            Done::VmDeleted(key, node) => {
+                st.vms.remove(&key);
+                node.map_or(Effect::None, Effect::Deregister)
             }
-            let body = match &op.error {
-                Some(e) => json!({"name": id, "status": "Failed", "error": e}),
-                None => json!({"name": id, "status": "Succeeded"}),
-            };
-            (body, node, op.on_done)
+            Done::NicDeleted(key) => {
+                st.nics.remove(&key);
+                Effect::None
+            }
+            Done::Nothing => Effect::None,
         };
-        let (body, created, on_done) = done;
-        // Play the kubelet: the Node appears when the VM is up, and goes with it.
-        if let Some(vm) = created {
-            let nic_ip = {
-                let st = self.lock();
-                let nic = vm
-                    .pointer("/properties/networkProfile/networkInterfaces/0/id")
-                    .and_then(Value::as_str)
-                    .map(nic_key);
-                nic.and_then(|k| st.nics.get(&k).cloned()).and_then(|n| {
-                    n.pointer("/properties/ipConfigurations/0/properties/privateIPAddress")
+        Some((body, effect))
+    }
+
+    /// Plays the kubelet: the Node appears when the VM is up, and goes with it.
+    async fn apply(&self, effect: Effect) {
+        match effect {
+            Effect::None => {}
+            Effect::Register(vm) => {
+                let nic_ip = {
+                    let st = self.lock();
+                    let nic = vm
+                        .pointer("/properties/networkProfile/networkInterfaces/0/id")
                         .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-            };
-            if let Err(e) = self.register_node(&vm, nic_ip.as_deref()).await {
-                eprintln!(
-                    "azure-emulator: registering the node of {}: {e:#}",
-                    vm.get("name").and_then(Value::as_str).unwrap_or("?")
-                );
+                        .map(nic_key);
+                    nic.and_then(|k| st.nics.get(&k).cloned()).and_then(|n| {
+                        n.pointer("/properties/ipConfigurations/0/properties/privateIPAddress")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    })
+                };
+                if let Err(e) = self.register_node(&vm, nic_ip.as_deref()).await {
+                    eprintln!(
+                        "azure-emulator: registering the node of {}: {e:#}",
+                        vm.get("name").and_then(Value::as_str).unwrap_or("?")
+                    );
+                }
+            }
+            Effect::Deregister(node) => {
+                if let Err(e) = self
+                    .kube("DELETE", &format!("/api/v1/nodes/{node}"), None)
+                    .await
+                {
+                    eprintln!("azure-emulator: deleting node {node}: {e:#}");
+                }
             }
         }
-        if let Done::VmDeleted(_, Some(node)) = on_done
-            && let Err(e) = self
-                .kube("DELETE", &format!("/api/v1/nodes/{node}"), None)
-                .await
-        {
-            eprintln!("azure-emulator: deleting node {node}: {e:#}");
-        }
-        reply(StatusCode::OK, body)
     }
 
     async fn kube(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<()> {

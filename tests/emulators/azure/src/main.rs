@@ -5,14 +5,16 @@
 //!         [--regional-cores N] [--low-priority-cores N] [--family-cores FAMILY=N]...
 //!         [--fail CODE[:ZONE[:SIZE]]]...
 //!         [--kube-endpoint URL --kube-ca-file PEM --kube-token-file FILE]
-//!         [--tls --ca-out PEM]
+//!         [--tls --ca-out PEM] [--chaos RATE [--chaos-seed N]]
 //!
 //! Prints `listening on 127.0.0.1:PORT` once ready (with `--tls`, after
 //! writing the CA clients must trust to `--ca-out`). Admin API: POST
 //! /admin/inject {"code","zone","vmSize","message","count"}, POST /admin/fault
 //! {"status","retryAfter","method","path","count"|"persistent"}, DELETE
 //! /admin/fault, POST /admin/quota {"regionalCores","lowPriorityCores",
-//! "familyCores":{...}}, GET /admin/state.
+//! "familyCores":{...}}, POST /admin/chaos {"rate"} (the share of ARM calls
+//! failed at random: 429, 500, 503, allocation failures, lost answers),
+//! GET /admin/state (with the faults injected by kind).
 
 use azure_emulator::{Emulator, Injection, Kube, Options};
 use std::io::Write;
@@ -56,6 +58,8 @@ fn main() -> anyhow::Result<()> {
                 );
             }
             "--tls" => o.tls = true,
+            "--chaos" => o.chaos_rate = value()?.parse()?,
+            "--chaos-seed" => o.chaos_seed = value()?.parse()?,
             "--ca-out" => ca_out = Some(value()?),
             "--kube-endpoint" => endpoint = Some(value()?),
             "--kube-ca-file" => ca = Some(std::fs::read(value()?)?),

@@ -98,6 +98,7 @@ async fn setup(quota: Quota) -> Setup {
         quota,
         injections: vec![],
         tls: false,
+        ..Options::default()
     })
     .expect("emulator");
     let (addr, server) = emulator.clone().serve(0).await.expect("serve");

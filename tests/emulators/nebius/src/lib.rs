@@ -219,6 +219,8 @@ struct State {
 
 pub struct Emulator {
     options: Options,
+    /// Random faults on compute calls; none unless a rate is set.
+    pub chaos: emulator_chaos::Chaos,
     state: Mutex<State>,
     http: reqwest::Client,
 }
@@ -302,6 +304,7 @@ impl Emulator {
         };
         Ok(Arc::new(Emulator {
             options,
+            chaos: emulator_chaos::Chaos::default(),
             state: Mutex::new(state),
             http: builder.build()?,
         }))
@@ -475,7 +478,13 @@ impl Emulator {
                 Vec::new(),
             )
         } else {
-            self.route(&path, &short, &body, idempotency.as_deref())
+            match self.chaos.roll(short == "InstanceService/Create") {
+                None => self.route(&path, &short, &body, idempotency.as_deref()),
+                Some(kind) => {
+                    self.chaotic(kind, &path, &short, &body, idempotency.as_deref())
+                        .await
+                }
+            }
         };
         self.lock().busy += started.elapsed();
         // The kubelet's side effects happen outside the handler's time: a
@@ -484,6 +493,50 @@ impl Emulator {
             self.apply(e).await;
         }
         reply
+    }
+
+    /// A compute call the chaos fails: as Nebius answers under load.
+    async fn chaotic(
+        &self,
+        kind: emulator_chaos::Kind,
+        path: &str,
+        short: &str,
+        body: &[u8],
+        idempotency: Option<&str>,
+    ) -> (Reply, Vec<Done>) {
+        use emulator_chaos::Kind;
+        let failed = |s: proto::Status| (error(&s), Vec::new());
+        match kind {
+            Kind::Throttled => failed(status(
+                code::RESOURCE_EXHAUSTED,
+                "too many requests",
+                Some(proto::ServiceError {
+                    service: "compute".into(),
+                    code: "TooManyRequests".into(),
+                    too_many_requests: Some(proto::TooManyRequests {
+                        violation: format!("{short} requests per second"),
+                    }),
+                    ..Default::default()
+                }),
+            )),
+            Kind::Internal => failed(status(code::INTERNAL, "internal error", None)),
+            Kind::Unavailable => failed(status(code::UNAVAILABLE, "service unavailable", None)),
+            Kind::Capacity => failed(detail_status(
+                code::RESOURCE_EXHAUSTED,
+                "not_enough_resources",
+                "not enough capacity in the region (chaos)",
+                "compute",
+            )),
+            // Carried out, its answer lost: the effects happen all the same.
+            Kind::Timeout => {
+                let (_lost, effects) = self.route(path, short, body, idempotency);
+                tokio::time::sleep(emulator_chaos::TIMEOUT_DELAY).await;
+                (
+                    error(&status(code::DEADLINE_EXCEEDED, "deadline exceeded", None)),
+                    effects,
+                )
+            }
+        }
     }
 
     fn exchange(&self, body: &[u8]) -> Reply {
