@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone)]
 pub struct Cluster {
+    /// Its name for tests/cluster/{up,restart,down}.
+    pub name: String,
     pub endpoint: String,
     pub ca_file: String,
     pub token: String,
@@ -31,6 +33,7 @@ pub fn cluster() -> Cluster {
     let vars: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
     let token_file = vars["CLUSTER_TOKEN_FILE"];
     Cluster {
+        name: name.clone(),
         endpoint: vars["CLUSTER_ENDPOINT"].to_string(),
         ca_file: vars["CLUSTER_CA_FILE"].to_string(),
         token: std::fs::read_to_string(token_file)
@@ -73,6 +76,7 @@ pub struct Controller {
 
 /// One plugin for `Controller::start_plugins`: its wasm, its `<name>.yaml`
 /// (as JSON) and the secrets it is granted (`<secret>/<key>`, bytes).
+#[derive(Clone)]
 pub struct PluginSetup {
     pub name: String,
     pub wasm: Vec<u8>,
@@ -257,6 +261,12 @@ impl Controller {
 impl Drop for Controller {
     fn drop(&mut self) {
         self.kill();
+        // KARPENTER_E2E_LOG_DIR keeps every controller's log for reading later.
+        if let Ok(dir) = std::env::var("KARPENTER_E2E_LOG_DIR") {
+            let name = format!("controller-{}-{}.log", std::process::id(), self.child.id());
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::copy(&self.log, std::path::Path::new(&dir).join(name));
+        }
         // A failing scenario shows what the controller was doing.
         if std::thread::panicking() {
             let log = self.log();
