@@ -418,8 +418,9 @@ async fn the_fleet_converges_through_cloud_faults_restarts_and_a_plugin_swap() {
         args,
     );
 
-    // The guide's NodeClasses; pools of 8-vCPU nodes, so 200 pods need a
-    // few dozen of them, consolidating at once within a budget.
+    // The guide's NodeClasses; pools of 8- and 16-vCPU nodes, so 200 pods
+    // need a few dozen of them and an offering out of capacity has others
+    // beside it; consolidating at once within a budget.
     for cloud in ["azure", "nebius"] {
         kubectl(&c, &["apply", "-f", &example(cloud, "nodeclass.yaml")]);
     }
@@ -431,7 +432,9 @@ async fn the_fleet_converges_through_cloud_faults_restarts_and_a_plugin_swap() {
             .as_array_mut()
             .expect("requirements");
         reqs.retain(|r| r["key"] != "karpenter.azure.com/sku-cpu");
-        reqs.push(json!({"key": "karpenter.azure.com/sku-cpu", "operator": "In", "values": ["8"]}));
+        reqs.push(
+            json!({"key": "karpenter.azure.com/sku-cpu", "operator": "In", "values": ["8", "16"]}),
+        );
         np["spec"]["limits"] = json!({"cpu": 1000});
         np["spec"]["disruption"]["budgets"] = json!([{"nodes": "30%"}]);
         apply(&c, np);

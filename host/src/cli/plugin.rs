@@ -15,6 +15,7 @@ pub enum PluginCommand {
     /// Print a plugin's name, contract version, NodeClass kinds, imported
     /// capabilities and size.
     Inspect {
+        /// The plugin: a `.wasm` component, or `.wasm.zst`.
         file: PathBuf,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -23,7 +24,10 @@ pub enum PluginCommand {
     Call(CallArgs),
     /// Print the CRD of each NodeClass kind the plugin serves, as YAML
     /// documents ready for `kubectl apply -f -`.
-    Crd { file: PathBuf },
+    Crd {
+        /// The plugin: a `.wasm` component, or `.wasm.zst`.
+        file: PathBuf,
+    },
     /// Run the conformance kit: every check a provider must pass, against
     /// its backend; exits non-zero if any fails.
     Test(super::plugin_test::TestArgs),
@@ -35,7 +39,10 @@ pub enum PluginCommand {
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
+    /// The plugin: a `.wasm` component, or `.wasm.zst`.
     pub file: PathBuf,
+    /// The contract function to call; those taking a NodeClaim or an
+    /// instance id are driven by the controller, not by hand.
     #[arg(value_enum)]
     pub function: Function,
     /// The NodeClass object (YAML or JSON).
@@ -51,10 +58,15 @@ pub struct CallArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Function {
+    /// Its name, providerID schemes and NodeClass kinds.
     Metadata,
+    /// Check `--node-class` and report its status.
     ValidateNodeClass,
+    /// The instance types `--node-pool` with `--node-class` may launch.
     GetInstanceTypes,
+    /// Every instance the plugin manages.
     ListInstances,
+    /// The node conditions it asks the controller to repair.
     RepairPolicies,
 }
 
