@@ -269,6 +269,7 @@ impl Drop for Controller {
         }
         // A failing scenario shows what the controller was doing.
         if std::thread::panicking() {
+            remove_created();
             let log = self.log();
             let lines = std::env::var("KARPENTER_E2E_LOG_LINES")
                 .ok()
@@ -290,6 +291,16 @@ pub fn precompiled_dir() -> PathBuf {
 }
 
 pub fn kubectl(c: &Cluster, args: &[&str]) -> String {
+    if args.first() == Some(&"apply") {
+        for file in args.windows(2).filter(|w| w[0] == "-f").map(|w| w[1]) {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                if let Ok(v) = serde::Deserialize::deserialize(doc) {
+                    created(&v);
+                }
+            }
+        }
+    }
     let out = Command::new(&c.kubectl)
         .args(args)
         .env("KUBECONFIG", &c.kubeconfig)
@@ -381,7 +392,43 @@ fn wait_established(c: &Cluster, crd: &str) {
     kubectl(c, &args);
 }
 
+thread_local! {
+    /// NodePools and namespaces this test thread created, removed when a
+    /// controller of the thread is dropped by a failing test: a scenario
+    /// that fails leaves nothing for the next controller on the cluster to
+    /// act on.
+    static CREATED: std::cell::RefCell<Vec<(&'static str, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn created(manifest: &serde_json::Value) {
+    let kind = match manifest["kind"].as_str() {
+        Some("NodePool") => "nodepool",
+        Some("Namespace") => "namespace",
+        _ => return,
+    };
+    if let Some(name) = manifest["metadata"]["name"].as_str() {
+        CREATED.with(|c| c.borrow_mut().push((kind, name.to_string())));
+    }
+}
+
+/// Deletes what [`CREATED`] holds, without waiting for finalizers.
+fn remove_created() {
+    let objects = CREATED.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    if objects.is_empty() || std::env::var("KARPENTER_TEST_CLUSTER").is_err() {
+        return;
+    }
+    let c = cluster();
+    for (kind, name) in objects {
+        let _ = Command::new(&c.kubectl)
+            .args(["delete", kind, &name, "--ignore-not-found", "--wait=false"])
+            .env("KUBECONFIG", &c.kubeconfig)
+            .output();
+    }
+}
+
 pub fn apply(c: &Cluster, manifest: serde_json::Value) {
+    created(&manifest);
     let file = tempfile::NamedTempFile::new().expect("tmp");
     std::fs::write(file.path(), manifest.to_string()).expect("write");
     kubectl(
@@ -457,6 +504,7 @@ pub fn deployment(
 }
 
 pub async fn namespace(client: &Client, name: &str) {
+    created(&json!({"kind": "Namespace", "metadata": {"name": name}}));
     let api: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
     match api.create(&PostParams::default(), &ns).await {
