@@ -426,7 +426,7 @@ async fn the_fleet_converges_through_cloud_faults_restarts_and_a_plugin_swap() {
     }
     for (cloud, (_, pool)) in ["azure", "nebius"].iter().zip(APPS) {
         let text = std::fs::read_to_string(example(cloud, "cpu_nodepool.yaml")).expect("example");
-        let mut np: serde_json::Value = serde_yaml::from_str(&text).expect("yaml");
+        let mut np: serde_json::Value = serde_saphyr::from_str(&text).expect("yaml");
         assert_eq!(np["metadata"]["name"], pool);
         let reqs = np["spec"]["template"]["spec"]["requirements"]
             .as_array_mut()

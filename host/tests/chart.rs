@@ -67,11 +67,10 @@ fn render(c: &Cluster, chart_dir: &Path, values: &[&Path], sets: &[&str]) -> Vec
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let text = helm(c, &args);
-    serde_yaml::Deserializer::from_str(&text)
-        .filter_map(|d| {
-            let v: Value = serde::Deserialize::deserialize(d).expect("YAML");
-            (!v.is_null()).then_some(v)
-        })
+    serde_saphyr::from_multiple::<Value>(&text)
+        .expect("YAML")
+        .into_iter()
+        .filter(|v| !v.is_null())
         .collect()
 }
 
@@ -343,7 +342,7 @@ async fn lint_and_render_the_seed_values() {
     // ConfigMap holds it.
     let no_token = tmp.path().join("no-token-values.yaml");
     let mut values: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&seed).expect("seed")).expect("yaml");
+        serde_saphyr::from_str(&std::fs::read_to_string(&seed).expect("seed")).expect("yaml");
     values["controller"]["env"]
         .as_array_mut()
         .expect("env")
@@ -401,7 +400,7 @@ const CONTROLLER_OWN_MIB: u64 = 256;
 /// the controller's own share fit in the chart's memory limit.
 #[test]
 fn bundled_plugin_budgets_fit_the_memory_limit() {
-    let values: serde_yaml::Value = serde_yaml::from_str(
+    let values: Value = serde_saphyr::from_str(
         &std::fs::read_to_string(chart().join("values.yaml")).expect("values"),
     )
     .expect("YAML");
@@ -414,23 +413,18 @@ fn bundled_plugin_budgets_fit_the_memory_limit() {
         _ => panic!("limit {limit} in Mi or Gi"),
     };
     let mut budgets = 0;
-    for (name, p) in values["plugins"]["bundled"].as_mapping().expect("bundled") {
-        let grants: serde_yaml::Mapping = p
-            .as_mapping()
+    for (name, p) in values["plugins"]["bundled"].as_object().expect("bundled") {
+        let grants: serde_json::Map<String, Value> = p
+            .as_object()
             .expect("plugin")
             .iter()
-            .filter(|(k, _)| {
-                !matches!(
-                    k.as_str(),
-                    Some("enabled" | "nodeClasses" | "settingsFromEnv")
-                )
-            })
+            .filter(|(k, _)| !matches!(k.as_str(), "enabled" | "nodeClasses" | "settingsFromEnv"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let config = karpenter::plugins::PluginConfig::from_yaml(
-            &serde_yaml::to_string(&grants).expect("YAML"),
-        )
-        .unwrap_or_else(|e| panic!("plugin {name:?}: {e:#}"));
+        // JSON is YAML.
+        let config =
+            karpenter::plugins::PluginConfig::from_yaml(&Value::Object(grants).to_string())
+                .unwrap_or_else(|e| panic!("plugin {name:?}: {e:#}"));
         budgets += config.memory_budget_mib;
     }
     assert!(
@@ -443,13 +437,13 @@ fn bundled_plugin_budgets_fit_the_memory_limit() {
 /// prints for the plugins built now.
 #[test]
 fn bundled_node_class_crds_match_the_plugins() {
-    let values: serde_yaml::Value = serde_yaml::from_str(
+    let values: Value = serde_saphyr::from_str(
         &std::fs::read_to_string(chart().join("values.yaml")).expect("values"),
     )
     .expect("YAML");
-    let bundled = values["plugins"]["bundled"].as_mapping().expect("bundled");
+    let bundled = values["plugins"]["bundled"].as_object().expect("bundled");
     let mut checked = 0;
-    for name in bundled.keys().filter_map(|k| k.as_str()) {
+    for name in bundled.keys() {
         let wasm = repo().join(format!("target/plugins/{name}.wasm"));
         if !wasm.exists() {
             // Not built by this checkout's `make plugins` (yet).

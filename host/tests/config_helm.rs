@@ -5,7 +5,7 @@
 
 mod common;
 
-use serde_yaml::Value;
+use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -27,7 +27,7 @@ fn config_helm(dir: &Path, kubeconfig: &Path, env: &[(&str, &str)], args: &[&str
 
 fn env_value(values: &Value, name: &str) -> String {
     values["controller"]["env"]
-        .as_sequence()
+        .as_array()
         .expect("env")
         .iter()
         .find(|e| e["name"] == name)
@@ -37,7 +37,7 @@ fn env_value(values: &Value, name: &str) -> String {
 }
 
 fn read_values(path: &Path) -> Value {
-    serde_yaml::from_str(&std::fs::read_to_string(path).expect("values written")).expect("YAML")
+    serde_saphyr::from_str(&std::fs::read_to_string(path).expect("values written")).expect("YAML")
 }
 
 /// A kubeconfig whose API server does not answer.
@@ -239,7 +239,7 @@ async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
     // release namespace, which expires with the kube-system token.
     assert!(
         v["controller"]["env"]
-            .as_sequence()
+            .as_array()
             .expect("env")
             .iter()
             .all(|e| e["name"] != "KUBELET_BOOTSTRAP_TOKEN"),

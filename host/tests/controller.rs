@@ -555,15 +555,15 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_be_take
         .to_string();
     let partition = Partition::to(&upstream).await;
     // The controller reaches the API server only through the partition.
-    let mut kubeconfig: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&c.kubeconfig).expect("kubeconfig"))
+    let mut kubeconfig: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&c.kubeconfig).expect("kubeconfig"))
             .expect("YAML");
-    for cluster in kubeconfig["clusters"].as_sequence_mut().expect("clusters") {
+    for cluster in kubeconfig["clusters"].as_array_mut().expect("clusters") {
         cluster["cluster"]["server"] = format!("https://{}", partition.addr).into();
     }
     let dir = tempfile::tempdir().expect("tmp");
     let proxied = dir.path().join("kubeconfig");
-    std::fs::write(&proxied, serde_yaml::to_string(&kubeconfig).expect("YAML")).expect("write");
+    std::fs::write(&proxied, kubeconfig.to_string()).expect("write");
     let mut through = c.clone();
     through.kubeconfig = proxied.to_string_lossy().into_owned();
 

@@ -21,9 +21,9 @@ fn repo_file(path: &str) -> String {
 /// charts/karpenter/crds/karpenter.sh_<plural>.yaml as JSON.
 fn chart_crd(plural: &str) -> Value {
     let text = repo_file(&format!("charts/karpenter/crds/karpenter.sh_{plural}.yaml"));
-    serde_yaml::from_str::<CustomResourceDefinition>(&text)
+    serde_saphyr::from_str::<CustomResourceDefinition>(&text)
         .unwrap_or_else(|e| panic!("{plural}: not a CustomResourceDefinition: {e}"));
-    serde_yaml::from_str(&text).expect("YAML")
+    serde_saphyr::from_str(&text).expect("YAML")
 }
 
 fn rust_crd<K: CustomResourceExt>() -> Value {
@@ -186,8 +186,7 @@ fn seed_and_example_nodepools_parse_into_the_rust_type() {
         "examples/kwok/nodepool.yaml",
     ] {
         let text = repo_file(file);
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value: Value = serde::Deserialize::deserialize(doc).expect("YAML");
+        for value in serde_saphyr::from_multiple::<Value>(&text).expect("YAML") {
             if value["kind"] == "NodePool" {
                 let pool: NodePool = serde_json::from_value(value)
                     .unwrap_or_else(|e| panic!("{file}: not a NodePool: {e}"));

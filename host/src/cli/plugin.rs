@@ -217,7 +217,7 @@ async fn crd_cmd(file: &Path) -> anyhow::Result<ExitCode> {
     for kind in &plugin.metadata.node_classes {
         let crd = crds::node_class::crd(kind)?;
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd)?);
+        out.push_str(&serde_saphyr::to_string(&crd)?);
     }
     super::print(out.trim_end());
     Ok(ExitCode::SUCCESS)
@@ -238,7 +238,7 @@ fn default_pool(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodePool {
 /// One Kubernetes object from a YAML or JSON file.
 pub fn read_object(path: &Path) -> anyhow::Result<serde_json::Value> {
     let text = files::read_to_string(path)?;
-    let value: serde_json::Value = serde_yaml::from_str(&text)
+    let value: serde_json::Value = serde_saphyr::from_str(&text)
         .with_context(|| format!("{} is not YAML or JSON", path.display()))?;
     Ok(value)
 }

@@ -98,7 +98,7 @@ impl Default for PluginConfig {
 
 impl PluginConfig {
     pub fn from_yaml(text: &str) -> anyhow::Result<Self> {
-        let config: PluginConfig = serde_yaml::from_str(text)?;
+        let config: PluginConfig = serde_saphyr::from_str(text)?;
         config.allow_list()?;
         anyhow::ensure!(config.memory_mib >= 1, "memoryMib must be at least 1");
         anyhow::ensure!(

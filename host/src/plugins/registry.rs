@@ -285,8 +285,8 @@ impl Registry {
     /// The `source` of `<name>.yaml`, if it parses and has one.
     fn source_of(&self, name: &str) -> Option<Source> {
         let text = self.dir.read_to_string(format!("{name}.yaml")).ok()?;
-        let value: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
-        serde_yaml::from_value(value.get("source")?.clone()).ok()
+        let value: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+        serde_json::from_value(value.get("source")?.clone()).ok()
     }
 
     fn stamp(&self, name: &str) -> Stamp {

@@ -150,7 +150,7 @@ mod tests {
     use super::*;
 
     fn source(yaml: &str) -> anyhow::Result<Source> {
-        let s: Source = serde_yaml::from_str(yaml)?;
+        let s: Source = serde_saphyr::from_str(yaml)?;
         s.check()?;
         Ok(s)
     }

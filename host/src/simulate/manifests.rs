@@ -8,7 +8,6 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use serde::Deserialize;
 use serde_json::Value;
 
 #[derive(Default)]
@@ -25,9 +24,11 @@ pub struct Manifests {
 impl Manifests {
     /// Adds every document of one YAML stream; `source` names it in errors.
     pub fn add_yaml(&mut self, source: &str, text: &str) -> anyhow::Result<()> {
-        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let value =
-                Value::deserialize(doc).with_context(|| format!("{source}: document {}", i + 1))?;
+        // Kubernetes' YAML reading: merge keys and YAML 1.1 booleans as
+        // kubectl reads them.
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(text).with_context(|| source.to_string())?;
+        for (i, value) in docs.into_iter().enumerate() {
             if value.is_null() {
                 continue;
             }
@@ -114,5 +115,58 @@ impl Manifests {
                 status: None,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Users' manifests share blocks through anchors and merge keys, which
+    /// kubectl expands; so does `simulate`.
+    #[test]
+    fn anchors_and_merge_keys_expand_as_kubectl_expands_them() {
+        // Anchors live within one document, as YAML defines them.
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: first}
+  spec:
+    template:
+      spec:
+        nodeClassRef: &class {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+        requirements: &reqs
+          - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+    limits: &limits {cpu: "100"}
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: second}
+  spec:
+    template:
+      spec:
+        nodeClassRef: *class
+        requirements: *reqs
+    limits:
+      <<: *limits
+      memory: 100Gi
+---
+"#;
+        let mut m = Manifests::default();
+        m.add_yaml("pools.yaml", text).expect("valid");
+        assert_eq!(m.node_pools.len(), 2);
+        let second = serde_json::to_value(&m.node_pools[1]).expect("json");
+        assert_eq!(second["spec"]["limits"]["cpu"], "100");
+        assert_eq!(second["spec"]["limits"]["memory"], "100Gi");
+        assert_eq!(
+            second["spec"]["template"]["spec"]["requirements"][0]["values"][0],
+            "amd64"
+        );
+        let err = m
+            .add_yaml("broken.yaml", "kind: [Pod\n")
+            .expect_err("unclosed");
+        assert!(format!("{err:#}").contains("broken.yaml"), "{err:#}");
     }
 }

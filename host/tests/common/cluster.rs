@@ -294,10 +294,8 @@ pub fn kubectl(c: &Cluster, args: &[&str]) -> String {
     if args.first() == Some(&"apply") {
         for file in args.windows(2).filter(|w| w[0] == "-f").map(|w| w[1]) {
             let text = std::fs::read_to_string(file).unwrap_or_default();
-            for doc in serde_yaml::Deserializer::from_str(&text) {
-                if let Ok(v) = serde::Deserialize::deserialize(doc) {
-                    created(&v);
-                }
+            for v in serde_saphyr::from_multiple::<serde_json::Value>(&text).unwrap_or_default() {
+                created(&v);
             }
         }
     }

@@ -144,7 +144,7 @@ mod tests {
             ..Values::default()
         };
         let text = v.render();
-        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("valid YAML");
+        let doc: serde_json::Value = serde_saphyr::from_str(&text).expect("valid YAML");
         assert_eq!(doc["settings"]["clusterEndpoint"], UNRESOLVED);
         assert_eq!(
             doc["controller"]["nebiusCredentials"]["credentialsJson"],
