@@ -284,9 +284,13 @@ impl Registry {
 
     /// The `source` of `<name>.yaml`, if it parses and has one.
     fn source_of(&self, name: &str) -> Option<Source> {
+        /// Typed, so a digest of digits stays the string it is written as.
+        #[derive(serde::Deserialize)]
+        struct WithSource {
+            source: Option<Source>,
+        }
         let text = self.dir.read_to_string(format!("{name}.yaml")).ok()?;
-        let value: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
-        serde_json::from_value(value.get("source")?.clone()).ok()
+        serde_saphyr::from_str::<WithSource>(&text).ok()?.source
     }
 
     fn stamp(&self, name: &str) -> Stamp {
