@@ -44,7 +44,7 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let manifests = read_manifests(args.path.as_deref())?;
     let dir = Dir::open_ambient_dir(&args.plugins_dir, ambient_authority()).with_context(|| {
         format!(
-            "opening the plugin directory {} (build the plugins with `make plugins`)",
+            "opening the plugin directory {}: pass --plugins-dir DIR, or build the plugins into target/plugins with `make plugins` in a checkout",
             args.plugins_dir.display()
         )
     })?;
