@@ -39,15 +39,6 @@ const APPS: [(&str, &str); 2] = [
 const PODS_PER_APP: i32 = 100;
 const MIN_AVAILABLE: f64 = 0.8;
 
-fn example(cloud: &str, name: &str) -> String {
-    repo()
-        .join("examples")
-        .join(cloud)
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// Two controller replicas under one lease, replaced when one exits (as the
 /// chart's Deployment would).
 struct Fleet {
@@ -113,12 +104,7 @@ impl Fleet {
     }
 
     async fn leader(&self, client: &Client) -> Option<usize> {
-        let holder = Api::<Lease>::namespaced(client.clone(), "kube-system")
-            .get_opt(LEASE)
-            .await
-            .ok()??
-            .spec?
-            .holder_identity?;
+        let holder = lease_holder(client, LEASE).await?;
         self.replicas.iter().position(|(id, _)| *id == holder)
     }
 
@@ -163,19 +149,6 @@ impl Fleet {
         }
         sum
     }
-}
-
-/// Appends a custom section: the same plugin under different bytes.
-fn rebuilt(wasm: &[u8], marker: &str) -> Vec<u8> {
-    let name = b"karpenter-test";
-    let payload = marker.as_bytes();
-    let size = 1 + name.len() + payload.len();
-    assert!(size < 128, "one-byte LEB128 lengths");
-    let mut out = wasm.to_vec();
-    out.extend([0u8, size as u8, name.len() as u8]);
-    out.extend(name);
-    out.extend(payload);
-    out
 }
 
 /// What the watcher saw, polling every half second.

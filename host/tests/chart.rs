@@ -857,20 +857,6 @@ fn kubectl_ok(c: &Cluster, args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-/// A component with a custom section appended: the same plugin, different
-/// bytes, as a new build would be.
-fn rebuilt(wasm: &[u8], marker: &str) -> Vec<u8> {
-    let name = b"karpenter-test";
-    let payload = marker.as_bytes();
-    let size = 1 + name.len() + payload.len();
-    assert!(size < 128 && name.len() < 128, "one-byte LEB128 lengths");
-    let mut out = wasm.to_vec();
-    out.extend([0u8, size as u8, name.len() as u8]);
-    out.extend(name);
-    out.extend(payload);
-    out
-}
-
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_config_map_update_swaps_the_plugin_under_load() {

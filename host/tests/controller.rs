@@ -8,8 +8,8 @@ mod common;
 use common::cluster::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use karpenter::crds::NodePool;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -363,15 +363,6 @@ async fn killed_mid_launch_neither_leaks_nor_duplicates() {
     clean_up(&client, ns, pool).await;
 }
 
-async fn lease_holder(client: &Client) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), "kube-system")
-        .get_opt("karpenter-e2e-leader")
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-}
-
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn only_the_leader_acts_and_a_standby_takes_over() {
@@ -413,13 +404,15 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
         &[&lease[..], &["--identity", "replica-b"]].concat(),
     );
     wait_for("a leader", Duration::from_secs(60), || async {
-        lease_holder(&client)
+        lease_holder(&client, "karpenter-e2e-leader")
             .await
             .map(|_| ())
             .ok_or_else(|| "no holder".to_string())
     })
     .await;
-    let holder = lease_holder(&client).await.expect("holder");
+    let holder = lease_holder(&client, "karpenter-e2e-leader")
+        .await
+        .expect("holder");
     let (leader, standby) = if holder == "replica-a" {
         (&mut a, &mut b)
     } else {
@@ -451,7 +444,7 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
         "the standby takes the lease",
         Duration::from_secs(30),
         || async {
-            match lease_holder(&client).await {
+            match lease_holder(&client, "karpenter-e2e-leader").await {
                 Some(h) if h == new_holder => Ok(()),
                 other => Err(format!("holder {other:?}")),
             }

@@ -25,15 +25,6 @@ const EITHER_NS: &str = "e2e-flex-either";
 const AZURE_POOLS: [&str; 2] = ["azure-cpu-nodepool", "azure-gpu-nodepool"];
 const NEBIUS_POOLS: [&str; 2] = ["nebius-cpu-nodepool", "nebius-gpu-nodepool"];
 
-fn example(cloud: &str, name: &str) -> String {
-    repo()
-        .join("examples")
-        .join(cloud)
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// The cloud a providerID names.
 fn cloud_of(provider_id: &str) -> &'static str {
     if provider_id.starts_with("azure://") {

@@ -57,6 +57,40 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// `examples/<cloud>/<name>` of the checkout.
+pub fn example(cloud: &str, name: &str) -> String {
+    repo()
+        .join("examples")
+        .join(cloud)
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The same plugin under different bytes: a custom section appended, as a
+/// rebuild would change it.
+pub fn rebuilt(wasm: &[u8], marker: &str) -> Vec<u8> {
+    let name = b"karpenter-test";
+    let payload = marker.as_bytes();
+    let size = 1 + name.len() + payload.len();
+    assert!(size < 128, "one-byte LEB128 lengths");
+    let mut out = wasm.to_vec();
+    out.extend([0u8, size as u8, name.len() as u8]);
+    out.extend(name);
+    out.extend(payload);
+    out
+}
+
+/// Who holds the leader Lease `name` in kube-system.
+pub async fn lease_holder(client: &Client, name: &str) -> Option<String> {
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "kube-system")
+        .get_opt(name)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
