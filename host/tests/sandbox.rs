@@ -202,7 +202,7 @@ async fn an_unsupported_contract_version_is_refused_before_instantiation() {
         .err()
         .expect("refused");
     let text = format!("{err:#}");
-    assert!(text.contains("implements karpenter:provider@0.9.0, which this host does not support (supported: 0.1.0)"), "{text}");
+    assert!(text.contains("implements karpenter:provider@0.9.0, which this host does not support (supported: 0.1.1, 0.1.0)"), "{text}");
 }
 
 /// Hostile plugins run one at a time, so each one's peak RSS is its own.
@@ -412,11 +412,11 @@ async fn a_secret_setting_is_read_fresh_and_grants_nothing_else() {
         text.contains("KUBELET_BOOTSTRAP_TOKEN=abcdef.0123456789abcdef, MODE=settings"),
         "{text}"
     );
-    // ...and referencing the Secret in a setting does not grant reading it.
-    assert!(
-        text.contains("is not granted to plugin misbehave-settings"),
-        "{text}"
-    );
+    // ...and referencing the Secret in a setting grants neither reading it
+    // nor signing with it.
+    let denied = "is not granted to plugin misbehave-settings";
+    assert_eq!(text.matches(denied).count(), 2, "{text}");
+    assert!(text.contains("signing with it: Err("), "{text}");
     // A rotated Secret reaches the plugin on its next call, without a reload.
     std::fs::write(&token, "ghijkl.0123456789abcdef").expect("rotate");
     let text = seen().await;

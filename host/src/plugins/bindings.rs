@@ -1,15 +1,18 @@
 //! Host bindings of every contract version this host loads. A released
-//! version's WIT is frozen under `wit/v<version>/`; each gets a module here.
+//! version's WIT is frozen under `wit/v<version>/`. Versions that differ in
+//! their patch only add imports (`@since`), so one module generated from the
+//! newest patch serves them all: wasmtime links a plugin's `@0.1.0` imports
+//! and finds its `@0.1.0` export through the `@0.1.1` names by semver.
 
 /// The names of the contract versions this host supports, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.0"];
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.1", "0.1.0"];
 
 /// The interface a provider exports, without version: `<this>@<version>`.
 pub const PROVIDER_EXPORT: &str = "karpenter:provider/provider";
 
-pub mod v0_1_0 {
+pub mod v0_1_1 {
     wasmtime::component::bindgen!({
-        path: "../wit/v0.1.0",
+        path: "../wit/v0.1.1",
         world: "provider-plugin",
         imports: { default: async },
         exports: { default: async },
@@ -22,4 +25,35 @@ pub mod v0_1_0 {
     });
 }
 
-pub use v0_1_0::karpenter::provider::types as wit;
+pub use v0_1_1::karpenter::provider::types as wit;
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    /// Released contracts are frozen: a change here breaks plugins already built.
+    #[test]
+    fn released_contracts_do_not_change() {
+        let released = [
+            (
+                "0.1.0",
+                include_str!("../../../wit/v0.1.0/provider.wit"),
+                "8c03c19f4958edfca801d3814b8134b08bc70afbe002261f1f2ea12a4a53d0c6",
+            ),
+            (
+                "0.1.1",
+                include_str!("../../../wit/v0.1.1/provider.wit"),
+                "e8cd6357509cd72e63142459350488effa596a2763db56469ce34063ea461ef8",
+            ),
+        ];
+        for (version, wit, sha256) in released {
+            assert!(super::SUPPORTED_VERSIONS.contains(&version));
+            assert!(wit.contains(&format!("package karpenter:provider@{version};")));
+            assert_eq!(
+                hex::encode(Sha256::digest(wit)),
+                sha256,
+                "wit/v{version}/provider.wit changed after its release; add a new version instead"
+            );
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! limit. An instance that traps, times out or returns garbage is dropped; the
 //! next call gets a fresh one.
 
-use super::bindings::v0_1_0::{ProviderPlugin, ProviderPluginPre};
+use super::bindings::v0_1_1::{ProviderPlugin, ProviderPluginPre};
 use super::bindings::wit;
 use super::budget::OverBudget;
 use super::capabilities::Capabilities;

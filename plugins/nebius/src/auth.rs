@@ -1,16 +1,12 @@
-//! Service-account authentication: the credentials JSON (a secret granted to
-//! the plugin) signs a short-lived RS256 JWT, which the IAM token exchange
-//! service trades for an access token. The token is kept in the host cache,
-//! shared by every instance of the plugin, until shortly before it expires.
+//! Service-account authentication: the key in the credentials JSON (a secret
+//! granted to the plugin) signs a short-lived RS256 JWT, which the IAM token
+//! exchange service trades for an access token. The host signs, with the key
+//! where the secret holds it. The token is kept in the host cache, shared by
+//! every instance of the plugin, until shortly before it expires.
 
 use base64::Engine;
-use rsa::RsaPrivateKey;
-use rsa::pkcs1v15::SigningKey;
-use rsa::pkcs8::DecodePrivateKey;
-use rsa::signature::{SignatureEncoding, Signer};
 use serde::Deserialize;
 use serde_json::json;
-use sha2::Sha256;
 
 pub const AUDIENCE: &str = "token-service.iam.new.nebiuscloud.net";
 pub const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -33,8 +29,6 @@ pub struct SubjectCredentials {
     pub type_: String,
     #[serde(default)]
     pub alg: String,
-    #[serde(rename = "private-key")]
-    pub private_key: String,
     pub kid: String,
     pub iss: String,
     #[serde(default)]
@@ -61,14 +55,11 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// The signed JWT for the exchange, issued at `now` (seconds since the epoch).
-pub fn jwt(c: &SubjectCredentials, now: u64) -> Result<String, String> {
-    let key = RsaPrivateKey::from_pkcs8_pem(&c.private_key)
-        .or_else(|_| {
-            use rsa::pkcs1::DecodeRsaPrivateKey;
-            RsaPrivateKey::from_pkcs1_pem(&c.private_key)
-        })
-        .map_err(|e| format!("the credentials' private key does not parse: {e}"))?;
+/// Where the credentials JSON holds the PEM private key (RFC 6901).
+pub const PRIVATE_KEY_POINTER: &str = "/subject-credentials/private-key";
+
+/// The JWT's header and claims, base64url-encoded and joined: what is signed.
+pub fn signing_input(c: &SubjectCredentials, now: u64) -> String {
     let sub = if c.sub.is_empty() { &c.iss } else { &c.sub };
     let header = json!({"alg": "RS256", "typ": "JWT", "kid": c.kid});
     let claims = json!({
@@ -79,13 +70,16 @@ pub fn jwt(c: &SubjectCredentials, now: u64) -> Result<String, String> {
         "nbf": now,
         "exp": now + JWT_TTL_SECONDS,
     });
-    let signing_input = format!(
+    format!(
         "{}.{}",
         b64(header.to_string().as_bytes()),
         b64(claims.to_string().as_bytes())
-    );
-    let signature = SigningKey::<Sha256>::new(key).sign(signing_input.as_bytes());
-    Ok(format!("{signing_input}.{}", b64(&signature.to_bytes())))
+    )
+}
+
+/// The compact JWT: the signing input and its RS256 signature.
+pub fn jwt(signing_input: &str, signature: &[u8]) -> String {
+    format!("{signing_input}.{}", b64(signature))
 }
 
 /// A cached token: `<expires-at>\n<token>`.
@@ -123,6 +117,27 @@ mod tests {
             )
             .is_err()
         );
-        assert!(jwt(&c, 0).is_err(), "a key that does not parse is an error");
+    }
+
+    #[test]
+    fn the_signed_input_names_the_key_and_the_exchange() {
+        let c = parse(br#"{"subject-credentials":{"private-key":"x","kid":"publickey-1","iss":"serviceaccount-1"}}"#).expect("parses");
+        let input = signing_input(&c, 100);
+        let (header, claims) = input.split_once('.').expect("two parts");
+        let decode = |part: &str| -> serde_json::Value {
+            let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(part)
+                .expect("base64url");
+            serde_json::from_slice(&bytes).expect("json")
+        };
+        assert_eq!(
+            decode(header),
+            json!({"alg": "RS256", "typ": "JWT", "kid": "publickey-1"})
+        );
+        let claims = decode(claims);
+        assert_eq!(claims["sub"], "serviceaccount-1", "sub defaults to iss");
+        assert_eq!(claims["aud"], AUDIENCE);
+        assert_eq!(claims["exp"], 160);
+        assert_eq!(jwt(&input, &[0xfb]), format!("{input}.-w"));
     }
 }

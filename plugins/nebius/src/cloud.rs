@@ -40,7 +40,15 @@ fn token(s: &Settings) -> Result<String, Error> {
         ))
     })?;
     let creds = auth::parse(&secret).map_err(fatal)?;
-    let jwt = auth::jwt(&creds, now()).map_err(fatal)?;
+    let input = auth::signing_input(&creds, now());
+    let signature = signing::sign(
+        &s.credentials_secret,
+        Some(auth::PRIVATE_KEY_POINTER),
+        signing::Algorithm::Rs256,
+        input.as_bytes(),
+    )
+    .map_err(|e| fatal(format!("signing with the Nebius credentials: {e}")))?;
+    let jwt = auth::jwt(&input, &signature);
     let request = proto::ExchangeTokenRequest {
         grant_type: auth::GRANT_TYPE.into(),
         requested_token_type: auth::ACCESS_TOKEN_TYPE.into(),

@@ -1,7 +1,7 @@
 //! The Rust SDK for karpenter provider plugins.
 //!
 //! A provider is a WebAssembly component implementing the `provider-plugin`
-//! world of `wit/v0.1.0/provider.wit`. This crate holds the generated bindings
+//! world of `wit/v0.1.1/provider.wit`. This crate holds the generated bindings
 //! plus the helpers most providers need, so a provider is mostly its own cloud
 //! logic:
 //!
@@ -16,7 +16,7 @@
 
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.0",
+        path: "../../wit/v0.1.1",
         world: "provider-plugin",
         generate_all,
         pub_export_macro: true,
@@ -44,7 +44,7 @@ pub mod prelude {
         Offering, OfferingRef, Operator, OtherError, Overhead, ProviderMetadata, RepairPolicy,
         Requirement, Taint, TaintEffect,
     };
-    pub use crate::bindings::karpenter::provider::{cache, cluster, config, tokens};
+    pub use crate::bindings::karpenter::provider::{cache, cluster, config, signing, tokens};
     pub use crate::errors::*;
     pub use crate::labels;
     pub use crate::leftovers::leftover;

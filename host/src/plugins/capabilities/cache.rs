@@ -2,7 +2,7 @@
 //! name, shared by all its instances and kept across hot reloads. Every
 //! entry is reserved in the plugin's memory budget.
 
-use crate::plugins::bindings::v0_1_0::karpenter::provider::cache::Host;
+use crate::plugins::bindings::v0_1_1::karpenter::provider::cache::Host;
 use crate::plugins::budget::{MemoryBudget, Use};
 use crate::plugins::state::State;
 use std::collections::BTreeMap;

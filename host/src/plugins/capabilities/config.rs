@@ -1,9 +1,21 @@
 //! `karpenter:provider/config`: the plugin's settings and granted secrets.
 
-use crate::plugins::bindings::v0_1_0::karpenter::provider::config::Host;
+use crate::plugins::bindings::v0_1_1::karpenter::provider::config::Host;
 use crate::plugins::state::State;
 
 impl State {
+    /// A secret listed in the plugin's `secrets`; any other is denied.
+    pub(super) fn granted_secret(&self, name: &str) -> Result<Vec<u8>, String> {
+        if !self.caps.config.secrets.iter().any(|s| s == name) {
+            tracing::warn!(plugin = %self.caps.plugin, secret = %name, "secret denied: not granted to this plugin");
+            return Err(format!(
+                "secret {name:?} is not granted to plugin {}",
+                self.caps.plugin
+            ));
+        }
+        self.caps.secrets.read(name).map_err(|e| format!("{e:#}"))
+    }
+
     /// A `secretSettings` entry's current value; unreadable means unset, as
     /// the plugin would see a setting the operator left out.
     fn secret_setting(&self, key: &str, secret: &str) -> Option<String> {
@@ -50,13 +62,6 @@ impl Host for State {
     }
 
     async fn get_secret(&mut self, name: String) -> Result<Vec<u8>, String> {
-        if !self.caps.config.secrets.contains(&name) {
-            tracing::warn!(plugin = %self.caps.plugin, secret = %name, "secret denied: not granted to this plugin");
-            return Err(format!(
-                "secret {name:?} is not granted to plugin {}",
-                self.caps.plugin
-            ));
-        }
-        self.caps.secrets.read(&name).map_err(|e| format!("{e:#}"))
+        self.granted_secret(&name)
     }
 }

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod config;
 pub mod log;
 pub mod secrets;
+pub mod signing;
 pub mod tokens;
 
 use std::sync::Arc;

@@ -5,7 +5,8 @@
 //!   a TCP connection; `http-denied`: calls a host not on the allow-list;
 //!   `fetch`: GETs the URL setting; `token`: asks the host for a token for
 //!   the SCOPE setting; `settings`: lists every setting it sees and reads
-//!   the SECRET setting's value as a secret name — each reports what it got
+//!   the SECRET setting's value as a secret name, then signs with it — each
+//!   reports what it got
 //!   as an error message;
 //! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
 //! - `garbage`: returns an instance type with a NaN price and a bad quantity;
@@ -150,8 +151,9 @@ impl Guest for Misbehave {
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 let secret = config::get_setting("SECRET").unwrap_or_default();
+                let signed = signing::sign(&secret, None, signing::Algorithm::Rs256, b"m");
                 Err(fatal(format!(
-                    "settings [{}]; secret {secret:?}: {:?}",
+                    "settings [{}]; secret {secret:?}: {:?}; signing with it: {signed:?}",
                     seen.join(", "),
                     config::get_secret(&secret).map(String::from_utf8)
                 )))

@@ -3,7 +3,7 @@
 
 use azure_emulator::{Emulator, Options};
 use karpenter::conformance;
-use karpenter::plugins::bindings::v0_1_0::karpenter::provider::tokens::AccessToken;
+use karpenter::plugins::bindings::v0_1_1::karpenter::provider::tokens::AccessToken;
 use karpenter::plugins::capabilities::cluster::ClusterView;
 use karpenter::plugins::capabilities::tokens::{TokenFuture, TokenSource};
 use karpenter::plugins::{PluginConfig, Runtime, RuntimeOptions};

@@ -6,7 +6,7 @@
 //! the emulator registers each VM's Node there and the test checks it.
 
 use azure_emulator::{Emulator, Fault, Injection, Kube, Options, Quota};
-use karpenter::plugins::bindings::v0_1_0::karpenter::provider::tokens::AccessToken;
+use karpenter::plugins::bindings::v0_1_1::karpenter::provider::tokens::AccessToken;
 use karpenter::plugins::capabilities::cluster::ClusterView;
 use karpenter::plugins::capabilities::tokens::{TokenFuture, TokenSource};
 use karpenter::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};

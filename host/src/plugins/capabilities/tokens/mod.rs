@@ -4,7 +4,7 @@
 pub mod azure;
 pub mod transport;
 
-use crate::plugins::bindings::v0_1_0::karpenter::provider::tokens::{AccessToken, Host};
+use crate::plugins::bindings::v0_1_1::karpenter::provider::tokens::{AccessToken, Host};
 use crate::plugins::state::State;
 use std::future::Future;
 use std::pin::Pin;
