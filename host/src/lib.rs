@@ -7,7 +7,7 @@ pub mod cli;
 pub mod conformance;
 pub mod controller;
 pub mod crds;
-pub mod plugins;
+pub mod records;
 pub mod simulate;
 pub mod slim;
 pub mod snapshot;

@@ -7,12 +7,13 @@ mod common;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
-use karpenter::plugins::capabilities::tokens::azure::{
+use karpenter::records;
+use karpenter_runtime::capabilities::tokens::azure::{
     AzureWorkloadIdentity, WorkloadIdentityOptions,
 };
-use karpenter::plugins::capabilities::tokens::transport::ReqwestTransport;
-use karpenter::plugins::capabilities::tokens::{self, TokenSource};
-use karpenter::plugins::{PluginConfig, RuntimeOptions, objects, wit};
+use karpenter_runtime::capabilities::tokens::transport::ReqwestTransport;
+use karpenter_runtime::capabilities::tokens::{self, TokenSource};
+use karpenter_runtime::{PluginConfig, RuntimeOptions, wit};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -407,7 +408,7 @@ async fn plugin_asks(tokens_granted: bool) -> (String, Entra) {
         .load("misbehave-token", &common::plugin_wasm("misbehave"), config)
         .await
         .expect("loads");
-    let pool = objects::bare_node_pool(
+    let pool = records::bare_node_pool(
         "default",
         wit::NodeClassRef {
             group: "test.karpenter.sh".into(),

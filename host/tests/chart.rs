@@ -13,7 +13,7 @@ use common::cluster::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use karpenter::plugins::PluginConfig;
+use karpenter_runtime::PluginConfig;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
@@ -181,7 +181,7 @@ fn assert_least_privilege(docs: &[Value]) {
 }
 
 #[tokio::test]
-#[ignore = "needs helm from a cluster's bin directory: KARPENTER_TEST_CLUSTER"]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER (and helm from its bin directory)"]
 async fn lint_and_render_the_seed_values() {
     let c = cluster();
     let seed = seed_values();
@@ -422,9 +422,8 @@ fn bundled_plugin_budgets_fit_the_memory_limit() {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         // JSON is YAML.
-        let config =
-            karpenter::plugins::PluginConfig::from_yaml(&Value::Object(grants).to_string())
-                .unwrap_or_else(|e| panic!("plugin {name:?}: {e:#}"));
+        let config = karpenter_runtime::PluginConfig::from_yaml(&Value::Object(grants).to_string())
+            .unwrap_or_else(|e| panic!("plugin {name:?}: {e:#}"));
         budgets += config.memory_budget_mib;
     }
     assert!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use karpenter::plugins::{Compiler, PluginConfig, Runtime, RuntimeOptions};
+use karpenter_runtime::{Compiler, PluginConfig, Runtime, RuntimeOptions};
 use std::path::PathBuf;
 
 fn runtime(cache: &std::path::Path, compiler: Compiler) -> std::sync::Arc<Runtime> {

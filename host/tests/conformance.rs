@@ -5,7 +5,7 @@
 mod common;
 
 use karpenter::conformance::{self, Outcome, Report};
-use karpenter::plugins::PluginConfig;
+use karpenter_runtime::PluginConfig;
 use std::collections::BTreeMap;
 
 async fn test(plugin: &str, settings: &[(&str, &str)], cpu_ms: Option<u64>) -> Report {

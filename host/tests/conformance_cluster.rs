@@ -7,7 +7,7 @@
 mod common;
 
 use common::cluster::*;
-use karpenter::plugins::{PluginConfig, RuntimeOptions};
+use karpenter_runtime::{PluginConfig, RuntimeOptions};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::Command;
@@ -179,7 +179,7 @@ async fn figures_of_the_javascript_component_next_to_rust() {
         let wasm = std::fs::read(plugin_path(name)).expect("built");
         let cache = tempfile::tempdir().expect("tmp");
         let runtime = || {
-            karpenter::plugins::Runtime::new(RuntimeOptions {
+            karpenter_runtime::Runtime::new(RuntimeOptions {
                 precompiled: Some(
                     cap_std::fs::Dir::open_ambient_dir(cache.path(), cap_std::ambient_authority())
                         .expect("dir"),

@@ -63,7 +63,7 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER; takes minutes"]
+#[ignore = "a measurement on a cluster of its own: KARPENTER_TEST_CLUSTER; takes minutes"]
 async fn one_thousand_nodes_and_ten_thousand_pods() {
     let c = cluster();
     let client = client(&c).await;

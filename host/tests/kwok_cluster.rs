@@ -7,9 +7,10 @@ mod common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use karpenter::plugins::capabilities::cluster::ClusterView;
-use karpenter::plugins::capabilities::secrets::SecretStore;
-use karpenter::plugins::{PluginConfig, RuntimeOptions, objects, wit};
+use karpenter::records;
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::secrets::SecretStore;
+use karpenter_runtime::{PluginConfig, RuntimeOptions, wit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ fn cluster() -> Cluster {
 }
 
 fn claim(name: &str) -> wit::NodeClaim {
-    let req = objects::requirement_in;
+    let req = records::requirement_in;
     wit::NodeClaim {
         name: name.into(),
         node_pool: "default".into(),

@@ -114,7 +114,7 @@ async fn scale_to_zero(client: &kube::Client, emulator: &Emulator, pools: &[&str
 /// deployments; NodeClaims of the seed's types, Ready Nodes on WireGuard
 /// addresses, Running pods; then scale to zero.
 #[tokio::test]
-#[ignore = "needs a cluster from tests/cluster/up and `make plugins`"]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER, from tests/cluster/up, and `make plugins`"]
 async fn seed_flow_cpu_and_gpu_nodes() {
     let _serial = SERIAL.lock().await;
     let c = e2e::cluster();
@@ -224,7 +224,7 @@ async fn seed_flow_cpu_and_gpu_nodes() {
 /// distinct node IPs; growing to 70 pods fills the range and the launches
 /// beyond it fail with an InsufficientCapacityError event naming the range.
 #[tokio::test]
-#[ignore = "needs a cluster from tests/cluster/up and `make plugins`"]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER, from tests/cluster/up, and `make plugins`"]
 async fn wireguard_addresses_at_scale() {
     let _serial = SERIAL.lock().await;
     let c = e2e::cluster();

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use karpenter::plugins::objects;
-use karpenter::plugins::{PluginConfig, wit};
+use karpenter::records;
+use karpenter_runtime::{PluginConfig, wit};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use tokio::net::TcpListener;
@@ -47,7 +47,7 @@ async fn fetch(url: &str, tune: impl FnOnce(&mut PluginConfig)) -> String {
 }
 
 async fn fetch_in(
-    runtime: &std::sync::Arc<karpenter::plugins::Runtime>,
+    runtime: &std::sync::Arc<karpenter_runtime::Runtime>,
     url: &str,
     tune: impl FnOnce(&mut PluginConfig),
 ) -> String {
@@ -63,7 +63,7 @@ async fn fetch_in(
         .load("fetch", &common::plugin_wasm("misbehave"), config)
         .await
         .expect("loads");
-    let pool = objects::bare_node_pool(
+    let pool = records::bare_node_pool(
         "p",
         wit::NodeClassRef {
             group: "g".into(),
@@ -122,9 +122,9 @@ async fn the_cluster_ca_is_trusted_for_the_cluster_endpoint_alone() {
     let url = format!("{}/hello", server.base);
     let allow = |c: &mut PluginConfig| c.allowed_hosts = vec![server.base.clone()];
     let with_cluster = |endpoint: &str| {
-        common::runtime_with(karpenter::plugins::RuntimeOptions {
+        common::runtime_with(karpenter_runtime::RuntimeOptions {
             cluster: std::sync::Arc::new(
-                karpenter::plugins::capabilities::cluster::ClusterView::new(
+                karpenter_runtime::capabilities::cluster::ClusterView::new(
                     "c",
                     endpoint,
                     &server.ca_pem,

@@ -7,7 +7,7 @@ mod common;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use common::https::FileServer;
-use karpenter::plugins::{Registry, RuntimeOptions};
+use karpenter_runtime::{Registry, RuntimeOptions};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 

@@ -5,8 +5,8 @@ mod common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use karpenter::plugins::Registry;
-use karpenter::plugins::registry::ReloadReport;
+use karpenter_runtime::Registry;
+use karpenter_runtime::ReloadReport;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 

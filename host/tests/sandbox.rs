@@ -4,14 +4,14 @@
 
 mod common;
 
-use karpenter::plugins::objects;
-use karpenter::plugins::{CallError, Plugin, PluginConfig, Runtime, wit};
+use karpenter::records;
+use karpenter_runtime::{CallError, Plugin, PluginConfig, Runtime, wit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn pool() -> wit::NodePool {
-    objects::bare_node_pool(
+    records::bare_node_pool(
         "default",
         wit::NodeClassRef {
             group: "test.karpenter.sh".into(),
@@ -377,8 +377,8 @@ async fn a_slow_plugin_is_answered_for_by_its_last_catalog_within_the_deadline()
 
 #[tokio::test]
 async fn a_secret_setting_is_read_fresh_and_grants_nothing_else() {
-    use karpenter::plugins::RuntimeOptions;
-    use karpenter::plugins::capabilities::secrets::SecretStore;
+    use karpenter_runtime::RuntimeOptions;
+    use karpenter_runtime::capabilities::secrets::SecretStore;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("kubelet-bootstrap-token")).expect("mkdir");
     let token = dir.path().join("kubelet-bootstrap-token/token");

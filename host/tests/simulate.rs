@@ -5,8 +5,8 @@ mod common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use karpenter::plugins::Registry;
 use karpenter::simulate::{self, manifests::Manifests};
+use karpenter_runtime::Registry;
 use std::path::PathBuf;
 
 async fn registry() -> std::sync::Arc<Registry> {

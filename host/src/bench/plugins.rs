@@ -5,13 +5,13 @@
 //! get-instance-types with a default NodeClass and no settings (its embedded
 //! catalog): cold, the first call on a fresh instance, and warm.
 
-use crate::plugins::capabilities::cluster::ClusterView;
-use crate::plugins::capabilities::secrets::SecretStore;
-use crate::plugins::objects;
-use crate::plugins::{PluginConfig, Runtime, RuntimeOptions, wit};
+use crate::records;
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::secrets::SecretStore;
+use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions, wit};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -127,7 +127,7 @@ async fn per_plugin(name: &str, wasm: &[u8], scratch: &Path) -> anyhow::Result<P
         kind: kind.kind.clone(),
         name: "default".into(),
     };
-    let pool = objects::bare_node_pool("default", class_ref);
+    let pool = records::bare_node_pool("default", class_ref);
     let class = wit::NodeClass {
         name: "default".into(),
         generation: 1,
@@ -207,7 +207,7 @@ async fn measure(
     }
     let trivial_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
 
-    let pool = objects::bare_node_pool(
+    let pool = records::bare_node_pool(
         "default",
         wit::NodeClassRef {
             group: "karpenter.kwok.sh".into(),
@@ -256,7 +256,7 @@ async fn measure(
 }
 
 fn claim(name: &str, class: &wit::NodeClassRef) -> wit::NodeClaim {
-    let req = objects::requirement_in;
+    let req = records::requirement_in;
     wit::NodeClaim {
         name: name.into(),
         node_pool: "default".into(),

@@ -4,14 +4,14 @@
 
 use super::files;
 use crate::controller::{self, batcher, durations, leader};
-use crate::plugins::capabilities::cluster::ClusterView;
-use crate::plugins::capabilities::secrets::SecretStore;
-use crate::plugins::capabilities::tokens;
-use crate::plugins::{Compiler, Registry, Runtime, RuntimeOptions};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::{Args, ValueEnum};
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::secrets::SecretStore;
+use karpenter_runtime::capabilities::tokens;
+use karpenter_runtime::{Compiler, Registry, Runtime, RuntimeOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -5,13 +5,13 @@
 
 use super::files;
 use crate::controller::{self, Ctx, cluster::Cluster, metrics::Metrics, provisioner};
-use crate::plugins::{Registry, Runtime, RuntimeOptions};
 use crate::slim::Pod;
 use crate::snapshot::cluster::{is_daemon_set_pod, is_provisionable, is_terminal};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::{Args, Subcommand};
+use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
 use kube::api::Api;
 use std::fmt::Write;
 use std::path::PathBuf;

@@ -3,9 +3,10 @@
 
 use super::{Output, files};
 use crate::crds::{self, NodePool};
-use crate::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, inspect, objects, wit};
+use crate::records;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
+use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, inspect, wit};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -77,7 +78,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Crd { file } => crd_cmd(&file).await,
         PluginCommand::Test(args) => super::plugin_test::run(args).await,
         PluginCommand::Compile => {
-            crate::plugins::compile::compile_stdin_to_stdout()?;
+            karpenter_runtime::compile_stdin_to_stdout()?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -181,7 +182,7 @@ async fn inspect_cmd(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
 async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
     let (_runtime, plugin) = load_file(&args.file, args.config.as_deref()).await?;
     let node_class = match &args.node_class {
-        Some(path) => objects::node_class(&read_object(path)?)?,
+        Some(path) => records::node_class(&read_object(path)?)?,
         None => wit::NodeClass {
             name: "default".into(),
             generation: 1,
@@ -198,7 +199,7 @@ async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
                 Some(path) => {
                     let np: NodePool = serde_json::from_value(read_object(path)?)
                         .context("parsing the NodePool")?;
-                    objects::node_pool(&np)?
+                    records::node_pool(&np)?
                 }
                 None => default_pool(&plugin, &node_class),
             };
@@ -225,7 +226,7 @@ async fn crd_cmd(file: &Path) -> anyhow::Result<ExitCode> {
 
 fn default_pool(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodePool {
     let kind = plugin.metadata.node_classes.first();
-    objects::bare_node_pool(
+    records::bare_node_pool(
         "default",
         wit::NodeClassRef {
             group: kind.map(|k| k.group.clone()).unwrap_or_default(),

@@ -2,14 +2,14 @@
 
 use super::files;
 use crate::conformance;
-use crate::plugins::capabilities::cluster::ClusterView;
-use crate::plugins::capabilities::secrets::SecretStore;
-use crate::plugins::capabilities::tokens;
-use crate::plugins::{PluginConfig, Runtime, RuntimeOptions};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::secrets::SecretStore;
+use karpenter_runtime::capabilities::tokens;
+use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -2,12 +2,12 @@
 //! manifests, and why any pod would stay pending.
 
 use super::{Output, files, print};
-use crate::plugins::{Registry, Runtime, RuntimeOptions};
 use crate::simulate::{self, Simulation, manifests::Manifests};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
+use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

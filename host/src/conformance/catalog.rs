@@ -2,8 +2,8 @@
 //! separately, and every offender is named (up to a few), not just the first.
 
 use super::report::Report;
-use crate::plugins::validate;
-use crate::plugins::wit;
+use karpenter_runtime::validate;
+use karpenter_runtime::wit;
 use std::collections::BTreeSet;
 
 /// Offenders listed per check; the rest are counted.

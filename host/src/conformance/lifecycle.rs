@@ -4,7 +4,8 @@
 
 use super::Calls;
 use super::report::Report;
-use crate::plugins::{CallError, Plugin, objects, wit};
+use crate::records;
+use karpenter_runtime::{CallError, Plugin, wit};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub(super) struct RoundTrip<'a> {
@@ -32,9 +33,9 @@ impl RoundTrip<'_> {
                 let claim = self.claim(
                     &name,
                     vec![
-                        objects::requirement_in(INSTANCE_TYPE, &[&choice.instance_type]),
-                        objects::requirement_in(ZONE, &[&choice.zone]),
-                        objects::requirement_in(CAPACITY_TYPE, &[&choice.capacity_type]),
+                        records::requirement_in(INSTANCE_TYPE, &[&choice.instance_type]),
+                        records::requirement_in(ZONE, &[&choice.zone]),
+                        records::requirement_in(CAPACITY_TYPE, &[&choice.capacity_type]),
                     ],
                 );
                 let created = self
@@ -256,7 +257,7 @@ impl RoundTrip<'_> {
     async fn unsatisfiable(&mut self, report: &mut Report) {
         let claim = self.claim(
             &format!("{}-none", unique_name()),
-            vec![objects::requirement_in(
+            vec![records::requirement_in(
                 INSTANCE_TYPE,
                 &["conformance-no-such-instance-type"],
             )],

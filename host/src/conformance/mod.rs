@@ -13,7 +13,8 @@ mod schema;
 
 pub use report::{Check, Outcome, Report};
 
-use crate::plugins::{CallError, Plugin, objects, wit};
+use crate::records;
+use karpenter_runtime::{CallError, Plugin, wit};
 use std::time::{Duration, Instant};
 
 /// What the kit calls the plugin with.
@@ -43,7 +44,7 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
     report.push(
         "metadata",
         "metadata is well formed",
-        crate::plugins::validate::metadata(&plugin.metadata)
+        karpenter_runtime::validate::metadata(&plugin.metadata)
             .map(|()| format!("{} ({})", plugin.metadata.name, plugin.contract_version))
             .map_err(|e| format!("{e:#}")),
     );
@@ -72,7 +73,7 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         },
     );
 
-    let pool = objects::bare_node_pool("conformance", node_class_ref(plugin, &class));
+    let pool = records::bare_node_pool("conformance", node_class_ref(plugin, &class));
     let types = calls
         .track(
             "get-instance-types",
@@ -113,7 +114,7 @@ fn node_class(plugin: &Plugin, options: &Options) -> Result<wit::NodeClass, Stri
             })
         }
     };
-    objects::node_class(&object).map_err(|e| format!("{e:#}"))
+    records::node_class(&object).map_err(|e| format!("{e:#}"))
 }
 
 fn node_class_ref(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodeClassRef {

@@ -5,7 +5,7 @@
 //! generateName), from which the host can build the CRD.
 
 use crate::crds::node_class;
-use crate::plugins::wit::NodeClassKind;
+use karpenter_runtime::wit::NodeClassKind;
 use serde_json::{Map, Value};
 
 const TYPES: [&str; 6] = ["object", "array", "string", "integer", "number", "boolean"];

@@ -12,7 +12,8 @@
 
 use super::Ctx;
 use crate::crds::NodeClaim;
-use crate::plugins::{Plugin, objects, wit};
+use crate::records;
+use karpenter_runtime::{Plugin, wit};
 use kube::ResourceExt;
 use kube::api::Api;
 use std::collections::BTreeSet;
@@ -218,7 +219,7 @@ fn orphan(i: &wit::Instance, meta: &wit::ProviderMetadata) -> wit::NodeClaim {
         image_id: Some(i.image_id.clone()),
         kubelet_version: None,
     };
-    claim.requirements.push(objects::requirement_in(
+    claim.requirements.push(records::requirement_in(
         crate::crds::labels::INSTANCE_TYPE,
         &[&i.instance_type],
     ));

@@ -10,9 +10,10 @@
 //! neither stalls the provisioner nor empties its NodePools.
 
 use crate::crds::NodePool;
-use crate::plugins::{Plugin, objects, wit};
+use crate::records;
 use crate::snapshot::instance_types::catalog;
 use anyhow::Context;
+use karpenter_runtime::{Plugin, wit};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -68,7 +69,7 @@ impl InstanceTypeCache {
         {
             return Ok(types.clone());
         }
-        let wit_pool = objects::node_pool(pool)?;
+        let wit_pool = records::node_pool(pool)?;
         let asked = plugin.get_instance_types(&wit_pool, class);
         let fetched = match tokio::time::timeout(self.deadline, asked).await {
             Ok(answer) => answer.map_err(anyhow::Error::from).and_then(|types| {

@@ -39,8 +39,8 @@ pub mod uid;
 pub mod uid_store;
 pub mod unavailable;
 
-use crate::plugins::Registry;
 use anyhow::Context;
+use karpenter_runtime::Registry;
 use kube::Client;
 use std::net::SocketAddr;
 use std::sync::Arc;

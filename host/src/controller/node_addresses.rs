@@ -3,8 +3,8 @@
 //! provider picking node addresses sees the ones in use.
 
 use super::cluster::NodeChange;
-use crate::plugins::capabilities::cluster::ClusterView;
 use crate::slim::Node;
+use karpenter_runtime::capabilities::cluster::ClusterView;
 use kube::runtime::reflector::Store;
 use std::sync::Arc;
 use tokio::sync::broadcast;

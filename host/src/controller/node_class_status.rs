@@ -4,7 +4,8 @@
 //! rather than taking anything else down.
 
 use super::{Ctx, node_classes};
-use crate::plugins::{Plugin, objects, wit};
+use crate::records;
+use karpenter_runtime::{Plugin, wit};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::api::{Patch, PatchParams};
@@ -49,7 +50,7 @@ async fn validate_all(
                 continue;
             }
         };
-        let status = match objects::node_class(&json) {
+        let status = match records::node_class(&json) {
             Ok(class) => match plugin.validate_node_class(&class).await {
                 Ok(s) => status_json(&s, object.metadata.generation),
                 Err(e) => {

@@ -3,8 +3,9 @@
 //! dynamic objects; there are few of them, so they are read when needed
 //! rather than watched.
 
-use crate::plugins::{Plugin, Registry, objects, wit};
+use crate::records;
 use anyhow::Context;
+use karpenter_runtime::{Plugin, Registry, wit};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -50,7 +51,7 @@ pub async fn get(
         return Ok(None);
     };
     let json = serde_json::to_value(&object)?;
-    Ok(Some((object, objects::node_class(&json)?)))
+    Ok(Some((object, records::node_class(&json)?)))
 }
 
 /// Every NodeClass of the kinds `plugin` serves; an error when any kind

@@ -2,7 +2,7 @@
 //! unavailable until they expire, so the next batch picks another zone, size
 //! or capacity type instead of failing the same way again.
 
-use crate::plugins::wit;
+use karpenter_runtime::wit;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

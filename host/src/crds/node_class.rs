@@ -2,7 +2,6 @@
 //! declares about each kind (`node-class-kind` in the contract): group,
 //! version, kind, plural, short names and the OpenAPI schema of the object.
 
-use crate::plugins::wit::NodeClassKind;
 use anyhow::{Context, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
@@ -10,6 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use karpenter_runtime::wit::NodeClassKind;
 
 /// The cluster-scoped CRD of one NodeClass kind: one served and stored
 /// version, the status subresource, in the `karpenter` category (as

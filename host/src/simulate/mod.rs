@@ -5,9 +5,10 @@
 pub mod manifests;
 
 use crate::crds::NodePool;
-use crate::plugins::{Registry, objects, wit};
+use crate::records;
 use crate::snapshot;
 use anyhow::{Context, bail};
+use karpenter_runtime::{Registry, wit};
 use manifests::Manifests;
 
 pub struct Simulation {
@@ -125,7 +126,7 @@ async fn instance_types(
                 class_ref.kind, class_ref.name
             )
         })?;
-    let class = objects::node_class(class)?;
-    let pool = objects::node_pool(np)?;
+    let class = records::node_class(class)?;
+    let pool = records::node_pool(np)?;
     Ok(plugin.get_instance_types(&pool, &class).await?)
 }

@@ -1,8 +1,8 @@
 //! Instance types from a plugin into the engine.
 
-use crate::plugins::wit;
 use anyhow::Context;
 use engine::{InstanceType, Offering, Operator, Overhead, Requirement, ResourceList};
+use karpenter_runtime::wit;
 use std::sync::Arc;
 
 pub fn operator(op: wit::Operator) -> Operator {

@@ -19,9 +19,7 @@ pub fn node_pool(
             .map(|r| {
                 Ok(engine::Requirement {
                     key: r.key.clone(),
-                    operator: instance_types::operator(crate::plugins::objects::operator(
-                        &r.operator,
-                    )?),
+                    operator: instance_types::operator(crate::records::operator(&r.operator)?),
                     values: r.values.clone(),
                     min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
                 })

@@ -24,13 +24,13 @@ pub fn plugin_wasm(name: &str) -> Vec<u8> {
 
 /// A runtime whose precompiled cache is shared by the tests of this run, so
 /// each plugin is compiled once.
-pub fn runtime() -> std::sync::Arc<karpenter::plugins::Runtime> {
-    runtime_with(karpenter::plugins::RuntimeOptions::default())
+pub fn runtime() -> std::sync::Arc<karpenter_runtime::Runtime> {
+    runtime_with(karpenter_runtime::RuntimeOptions::default())
 }
 
 pub fn runtime_with(
-    mut options: karpenter::plugins::RuntimeOptions,
-) -> std::sync::Arc<karpenter::plugins::Runtime> {
+    mut options: karpenter_runtime::RuntimeOptions,
+) -> std::sync::Arc<karpenter_runtime::Runtime> {
     let dir =
         std::env::temp_dir().join(format!("karpenter-test-precompiled-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("cache dir");
@@ -38,7 +38,7 @@ pub fn runtime_with(
         cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority())
             .expect("open cache dir"),
     );
-    karpenter::plugins::Runtime::new(options).expect("runtime")
+    karpenter_runtime::Runtime::new(options).expect("runtime")
 }
 
 /// The kubelet bootstrap token's Secret as the chart mounts it, which the

@@ -6,7 +6,7 @@
 use crate::controller::{Ctx, node_classes};
 use crate::crds::NodeClaim;
 use crate::crds::nodeclaim::conditions;
-use crate::plugins::objects;
+use crate::records;
 use crate::slim::Pod;
 use crate::snapshot::disruption::Observed;
 use kube::ResourceExt;
@@ -145,6 +145,6 @@ async fn provider_drift(ctx: &Ctx, c: &NodeClaim) -> anyhow::Result<Option<Strin
     let Some((_, class)) = node_classes::get(&ctx.client, &kind, &r.name).await? else {
         return Ok(None);
     };
-    let claim = objects::node_claim(c, None)?;
+    let claim = records::node_claim(c, None)?;
     Ok(plugin.is_drifted(&claim, &class).await?)
 }

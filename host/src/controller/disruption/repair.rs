@@ -7,8 +7,8 @@
 use super::execute;
 use crate::controller::{Ctx, node_classes};
 use crate::crds::labels;
-use crate::plugins::wit;
 use crate::slim::Node;
+use karpenter_runtime::wit;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -6,8 +6,9 @@ use super::{Step, delete_node_claim as delete, plugin_output};
 use crate::controller::{Ctx, conditions, node_classes};
 use crate::crds::nodeclaim::conditions::LAUNCHED;
 use crate::crds::{NodeClaim, NodeClaimStatus, labels};
-use crate::plugins::{objects, wit};
+use crate::records;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use karpenter_runtime::wit;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use std::collections::BTreeMap;
@@ -64,7 +65,7 @@ pub(crate) async fn launch(
             }
         }
     }
-    let claim = objects::node_claim(nc, None)?;
+    let claim = records::node_claim(nc, None)?;
     let instance = match plugin.create(&claim, &class).await {
         Ok(i) => i,
         Err(e) => {

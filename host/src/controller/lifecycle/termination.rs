@@ -5,8 +5,9 @@
 use crate::controller::{Ctx, node_classes};
 use crate::crds::NodeClaim;
 use crate::crds::labels::TERMINATION_FINALIZER;
-use crate::plugins::{objects, wit};
+use crate::records;
 use crate::slim::Node;
+use karpenter_runtime::wit;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -34,7 +35,7 @@ pub async fn finalize(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<Action> {
     }
     let r = &nc.spec.node_class_ref;
     let (plugin, _) = node_classes::resolve(&ctx.registry, &r.group, &r.kind)?;
-    let claim = objects::node_claim(nc, None)?;
+    let claim = records::node_claim(nc, None)?;
     match plugin.delete(&claim).await {
         Ok(()) => return Ok(Action::requeue(Duration::from_secs(5))),
         Err(e) if matches!(e.provider_error(), Some(wit::Error::NotFound(_))) => {}

@@ -3,10 +3,10 @@
 
 use azure_emulator::{Emulator, Options};
 use karpenter::conformance;
-use karpenter::plugins::bindings::v0_1_1::karpenter::provider::tokens::AccessToken;
-use karpenter::plugins::capabilities::cluster::ClusterView;
-use karpenter::plugins::capabilities::tokens::{TokenFuture, TokenSource};
-use karpenter::plugins::{PluginConfig, Runtime, RuntimeOptions};
+use karpenter_runtime::bindings::v0_1_1::karpenter::provider::tokens::AccessToken;
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::tokens::{TokenFuture, TokenSource};
+use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 

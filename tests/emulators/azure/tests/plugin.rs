@@ -2,14 +2,14 @@
 //! host's runtime against the emulator: create, idempotency, get, list,
 //! delete, capacity failures and the examples through `simulate`.
 //!
-//! With `AZURE_EMULATOR_CLUSTER=NAME` (a cluster from `tests/cluster/up NAME`)
+//! With `KARPENTER_TEST_CLUSTER=NAME` (a cluster from `tests/cluster/up NAME`)
 //! the emulator registers each VM's Node there and the test checks it.
 
 use azure_emulator::{Emulator, Fault, Injection, Kube, Options, Quota};
-use karpenter::plugins::bindings::v0_1_1::karpenter::provider::tokens::AccessToken;
-use karpenter::plugins::capabilities::cluster::ClusterView;
-use karpenter::plugins::capabilities::tokens::{TokenFuture, TokenSource};
-use karpenter::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
+use karpenter_runtime::bindings::v0_1_1::karpenter::provider::tokens::AccessToken;
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::tokens::{TokenFuture, TokenSource};
+use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,9 +57,9 @@ impl TokenSource for EmulatorTokens {
     }
 }
 
-/// The cluster named by AZURE_EMULATOR_CLUSTER, if it is up.
+/// The cluster named by KARPENTER_TEST_CLUSTER, if it is up.
 fn cluster() -> Option<Kube> {
-    let name = std::env::var("AZURE_EMULATOR_CLUSTER").ok()?;
+    let name = std::env::var("KARPENTER_TEST_CLUSTER").ok()?;
     let dir = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into());
     let env = std::fs::read_to_string(format!("{dir}/karpenter-clusters/{name}/env")).ok()?;
     let get = |k: &str| {
@@ -495,7 +495,7 @@ async fn examples_place_cpu_pods_on_d_family_and_the_gpu_pod_on_the_gpu_sku() {
     let dir = std::env::temp_dir().join(format!("azure-simulate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("azure.wasm"), wasm()).expect("copy plugin");
-    let registry = karpenter::plugins::Registry::open(
+    let registry = karpenter_runtime::Registry::open(
         Runtime::new(RuntimeOptions::default()).expect("runtime"),
         cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority()).expect("open"),
     )

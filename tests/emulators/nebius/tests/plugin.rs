@@ -4,13 +4,13 @@
 //! delete, capacity and quota failures, and WireGuard addresses under 50
 //! concurrent launches.
 //!
-//! With `NEBIUS_EMULATOR_CLUSTER=NAME` (a cluster from `tests/cluster/up
+//! With `KARPENTER_TEST_CLUSTER=NAME` (a cluster from `tests/cluster/up
 //! NAME`) the emulator registers each instance's Node there and the test
 //! checks it.
 
-use karpenter::plugins::capabilities::cluster::ClusterView;
-use karpenter::plugins::capabilities::secrets::SecretStore;
-use karpenter::plugins::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
+use karpenter_runtime::capabilities::cluster::ClusterView;
+use karpenter_runtime::capabilities::secrets::SecretStore;
+use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
 use nebius_emulator::{Emulator, Injection, Kube, Options, Quota};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ fn wasm() -> Vec<u8> {
 }
 
 fn cluster() -> Option<Kube> {
-    let name = std::env::var("NEBIUS_EMULATOR_CLUSTER").ok()?;
+    let name = std::env::var("KARPENTER_TEST_CLUSTER").ok()?;
     let dir = std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into());
     let env = std::fs::read_to_string(format!("{dir}/karpenter-clusters/{name}/env")).ok()?;
     let get = |k: &str| {
@@ -205,7 +205,7 @@ async fn wait_until(what: &str, check: impl Fn() -> bool) {
     panic!("{what}: timed out")
 }
 
-fn is_not_found(e: &karpenter::plugins::CallError) -> bool {
+fn is_not_found(e: &karpenter_runtime::CallError) -> bool {
     matches!(e.provider_error(), Some(wit::Error::NotFound(_)))
 }
 
@@ -678,7 +678,7 @@ async fn before_it_knows_a_project_it_cannot_tell_rather_than_answer_nothing() {
         .load("nebius-restarted", &wasm(), s.plugin.config().clone())
         .await
         .expect("plugin loads");
-    let cannot_tell = |e: &karpenter::plugins::CallError| matches!(e.provider_error(), Some(wit::Error::Other(o)) if o.retryable && o.message.contains("no Nebius project known yet"));
+    let cannot_tell = |e: &karpenter_runtime::CallError| matches!(e.provider_error(), Some(wit::Error::Other(o)) if o.retryable && o.message.contains("no Nebius project known yet"));
     let listed = restarted.list().await.expect_err("cannot list yet");
     assert!(cannot_tell(&listed), "{listed}");
     let got = restarted

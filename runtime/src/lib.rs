@@ -6,27 +6,26 @@
 //! Architecture Invariant: nothing here knows any cloud. Cloud specifics live
 //! in the plugins; this module moves bytes and enforces limits.
 
-pub mod allowlist;
+mod allowlist;
 pub mod bindings;
-pub mod budget;
+mod budget;
 pub mod capabilities;
-pub mod compile;
-pub mod config;
-pub mod http;
+mod compile;
+mod config;
+mod http;
 pub mod inspect;
-pub mod metrics;
-pub mod objects;
-pub mod plugin;
-pub mod precompiled;
-pub mod registry;
-pub mod runtime;
-pub mod source;
-pub mod state;
+mod metrics;
+mod plugin;
+mod precompiled;
+mod registry;
+mod runtime;
+mod source;
+mod state;
 pub mod validate;
 
 pub use bindings::wit;
-pub use compile::Compiler;
+pub use compile::{Compiler, compile_stdin_to_stdout};
 pub use config::PluginConfig;
 pub use plugin::{CallError, Plugin};
-pub use registry::Registry;
+pub use registry::{Registry, ReloadReport};
 pub use runtime::{Runtime, RuntimeOptions};

@@ -3,8 +3,8 @@
 //! messages and fields are cut to a size, and lines beyond a rate are
 //! dropped and counted, the count reported once lines flow again.
 
-use crate::plugins::bindings::v0_1_1::karpenter::provider::log::{Host, Level};
-use crate::plugins::state::State;
+use crate::bindings::v0_1_1::karpenter::provider::log::{Host, Level};
+use crate::state::State;
 use std::sync::Mutex;
 use std::time::Instant;
 

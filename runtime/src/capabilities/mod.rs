@@ -1,12 +1,12 @@
 //! The host capabilities a plugin may import, one module each. Every one is
 //! granted per plugin: what was not granted answers with a denial.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod cluster;
-pub mod config;
-pub mod log;
+pub(crate) mod config;
+pub(crate) mod log;
 pub mod secrets;
-pub mod signing;
+pub(crate) mod signing;
 pub mod tokens;
 
 use std::sync::Arc;

@@ -1,10 +1,11 @@
-//! Kubernetes objects into the contract's records.
+//! karpenter.sh objects and Kubernetes taints as the contract's records, for
+//! the plugin runtime's calls.
 
-use super::bindings::wit;
 use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
 use crate::crds::{NodeClaim, NodePool};
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Taint;
+use karpenter_runtime::wit;
 
 pub fn operator(op: &str) -> anyhow::Result<wit::Operator> {
     Ok(match op {

@@ -2,9 +2,9 @@
 //! name, shared by all its instances and kept across hot reloads. Every
 //! entry is reserved in the plugin's memory budget.
 
-use crate::plugins::bindings::v0_1_1::karpenter::provider::cache::Host;
-use crate::plugins::budget::{MemoryBudget, Use};
-use crate::plugins::state::State;
+use crate::bindings::v0_1_1::karpenter::provider::cache::Host;
+use crate::budget::{MemoryBudget, Use};
+use crate::state::State;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

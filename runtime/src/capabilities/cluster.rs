@@ -1,8 +1,8 @@
 //! `karpenter:provider/cluster`: the little a provider needs to know about
 //! the cluster. The controller keeps it current from its reflectors.
 
-use crate::plugins::bindings::v0_1_1::karpenter::provider::cluster::{ClusterInfo, Host};
-use crate::plugins::state::State;
+use crate::bindings::v0_1_1::karpenter::provider::cluster::{ClusterInfo, Host};
+use crate::state::State;
 use std::sync::RwLock;
 
 #[derive(Default)]

@@ -1,7 +1,7 @@
 //! `karpenter:provider/config`: the plugin's settings and granted secrets.
 
-use crate::plugins::bindings::v0_1_1::karpenter::provider::config::Host;
-use crate::plugins::state::State;
+use crate::bindings::v0_1_1::karpenter::provider::config::Host;
+use crate::state::State;
 
 impl State {
     /// A secret listed in the plugin's `secrets`; any other is denied.

@@ -37,12 +37,12 @@ mod tests {
         let released = [
             (
                 "0.1.0",
-                include_str!("../../../wit/v0.1.0/provider.wit"),
+                include_str!("../../wit/v0.1.0/provider.wit"),
                 "8c03c19f4958edfca801d3814b8134b08bc70afbe002261f1f2ea12a4a53d0c6",
             ),
             (
                 "0.1.1",
-                include_str!("../../../wit/v0.1.1/provider.wit"),
+                include_str!("../../wit/v0.1.1/provider.wit"),
                 "e8cd6357509cd72e63142459350488effa596a2763db56469ce34063ea461ef8",
             ),
         ];

@@ -2,8 +2,8 @@
 //! secret. The plugin names the key; the host reads, parses and uses it, so
 //! no plugin has to carry RSA and its encoders in its own code.
 
-use crate::plugins::bindings::v0_1_1::karpenter::provider::signing::{Algorithm, Host};
-use crate::plugins::state::State;
+use crate::bindings::v0_1_1::karpenter::provider::signing::{Algorithm, Host};
+use crate::state::State;
 use rsa::RsaPrivateKey;
 use rsa::pkcs1::DecodeRsaPrivateKey;
 use rsa::pkcs1v15::SigningKey;

@@ -1,11 +1,13 @@
 //! `karpenter:provider/tokens`: access tokens obtained by the host, so a
 //! plugin never holds a long-lived credential.
 
+#[cfg(feature = "azure-workload-identity")]
 pub mod azure;
+#[cfg(feature = "azure-workload-identity")]
 pub mod transport;
 
-use crate::plugins::bindings::v0_1_1::karpenter::provider::tokens::{AccessToken, Host};
-use crate::plugins::state::State;
+use crate::bindings::v0_1_1::karpenter::provider::tokens::{AccessToken, Host};
+use crate::state::State;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -38,6 +40,7 @@ impl TokenSource for NoTokenSource {
 /// The host's token source from its environment: Azure workload identity
 /// when AZURE_FEDERATED_TOKEN_FILE and AZURE_CLIENT_ID are set, none
 /// otherwise. `extra_roots`: PEM bundles trusted besides the built-in roots.
+#[cfg(feature = "azure-workload-identity")]
 pub fn from_environment(extra_roots: &[Vec<u8>]) -> anyhow::Result<Arc<dyn TokenSource>> {
     from_vars(
         |name| std::env::var(name).ok(),
@@ -45,7 +48,14 @@ pub fn from_environment(extra_roots: &[Vec<u8>]) -> anyhow::Result<Arc<dyn Token
     )
 }
 
+/// Built without a cloud's token source: none.
+#[cfg(not(feature = "azure-workload-identity"))]
+pub fn from_environment(_extra_roots: &[Vec<u8>]) -> anyhow::Result<Arc<dyn TokenSource>> {
+    Ok(Arc::new(NoTokenSource))
+}
+
 /// `from_environment` over variables looked up by `var`.
+#[cfg(feature = "azure-workload-identity")]
 pub fn from_vars(
     var: impl Fn(&str) -> Option<String>,
     transport: transport::ReqwestTransport,
