@@ -13,7 +13,7 @@ const SIZES: [usize; 3] = [100, 700, 2_000];
 fn nothing_to_do(mut s: DisruptionSnapshot) -> DisruptionSnapshot {
     for n in &mut s.nodes {
         n.labels
-            .insert(engine::labels::CAPACITY_TYPE.into(), "spot".into());
+            .insert(vocabulary::labels::CAPACITY_TYPE.into(), "spot".into());
         let used: i64 = n
             .pods
             .iter()

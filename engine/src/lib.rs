@@ -55,7 +55,6 @@
 
 pub mod bench;
 pub mod disruption;
-pub mod labels;
 mod map;
 pub mod plan;
 pub mod quantity;

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::labels::INSTANCE_TYPE;
 use crate::snapshot::{Operator, Requirement, ResourceList};
+use vocabulary::labels::INSTANCE_TYPE;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Plan {

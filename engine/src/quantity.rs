@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::labels::CPU;
+use vocabulary::resources::CPU;
 
 /// A parsed quantity, held in thousandths of a unit (rounded up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::labels::{CPU, EPHEMERAL_STORAGE, MEMORY, NODES, PODS};
 use crate::snapshot::ResourceList;
+use vocabulary::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, NODES, PODS};
 
 pub(crate) const POD_SLOT: usize = 2;
 

@@ -111,17 +111,7 @@ impl Requirement {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Operator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-    Gt,
-    Lt,
-    Gte,
-    Lte,
-}
+pub use vocabulary::Operator;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -387,11 +377,12 @@ impl Taint {
     /// managed node that is not initialized they do not keep pods away.
     pub fn is_ephemeral(&self) -> bool {
         use TaintEffect::*;
+        use vocabulary::taints::{CLOUD_UNINITIALIZED, NOT_READY, UNREACHABLE, UNREGISTERED};
         match (self.key.as_str(), self.effect) {
-            ("node.kubernetes.io/not-ready", NoSchedule | NoExecute) => true,
-            ("node.kubernetes.io/unreachable", NoSchedule) => true,
-            ("node.cloudprovider.kubernetes.io/uninitialized", NoSchedule) => self.value == "true",
-            (crate::labels::UNREGISTERED_TAINT, NoExecute) => true,
+            (NOT_READY, NoSchedule | NoExecute) => true,
+            (UNREACHABLE, NoSchedule) => true,
+            (CLOUD_UNINITIALIZED, NoSchedule) => self.value == "true",
+            (UNREGISTERED, NoExecute) => true,
             _ => false,
         }
     }

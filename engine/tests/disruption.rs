@@ -6,8 +6,8 @@ mod common;
 use common::disruption::*;
 use common::*;
 use engine::disruption::*;
-use engine::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
 use engine::*;
+use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
 
 fn on_demand_only(mut p: DisruptionNodePool) -> DisruptionNodePool {
     p.pool.requirements = vec![req(CAPACITY_TYPE, Operator::In, &["on-demand"])];

@@ -10,9 +10,9 @@ use common::disruption::*;
 use common::*;
 use engine::bench::SplitMix64;
 use engine::disruption::*;
-use engine::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use engine::*;
 use proptest::prelude::*;
+use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 
 const APPS: [&str; 4] = ["a", "b", "c", "d"];
 /// Budget windows whose state at `NOW` (12:00 UTC) the checks know.

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use engine::bench::SplitMix64;
-use engine::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use engine::*;
 use proptest::prelude::*;
+use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 
 /// Pod roles by `app` label: a = zonal spread (skew 1), b = hostname
 /// anti-affinity, c = hostname spread (skew 2), d = plain.

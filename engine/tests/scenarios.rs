@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use engine::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use engine::*;
+use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 
 const SKU_CPU: &str = "karpenter.azure.com/sku-cpu";
 

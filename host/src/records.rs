@@ -7,24 +7,14 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Taint;
 use karpenter_runtime::wit;
 
-pub fn operator(op: &str) -> anyhow::Result<wit::Operator> {
-    Ok(match op {
-        "In" => wit::Operator::In,
-        "NotIn" => wit::Operator::NotIn,
-        "Exists" => wit::Operator::Exists,
-        "DoesNotExist" => wit::Operator::DoesNotExist,
-        "Gt" => wit::Operator::Gt,
-        "Lt" => wit::Operator::Lt,
-        "Gte" => wit::Operator::Gte,
-        "Lte" => wit::Operator::Lte,
-        other => bail!("unknown operator {other:?}"),
-    })
-}
-
 pub fn requirement(r: &NodeSelectorRequirementWithMinValues) -> anyhow::Result<wit::Requirement> {
     Ok(wit::Requirement {
         key: r.key.clone(),
-        operator: operator(&r.operator).with_context(|| format!("requirement {}", r.key))?,
+        operator: r
+            .operator
+            .parse::<vocabulary::Operator>()
+            .with_context(|| format!("requirement {}", r.key))?
+            .into(),
         values: r.values.clone(),
         min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
     })

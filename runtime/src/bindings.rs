@@ -27,6 +27,39 @@ pub mod v0_1_1 {
 
 pub use v0_1_1::karpenter::provider::types as wit;
 
+/// The contract's operators are the vocabulary's, case for case.
+impl From<wit::Operator> for vocabulary::Operator {
+    fn from(op: wit::Operator) -> Self {
+        use vocabulary::Operator as V;
+        match op {
+            wit::Operator::In => V::In,
+            wit::Operator::NotIn => V::NotIn,
+            wit::Operator::Exists => V::Exists,
+            wit::Operator::DoesNotExist => V::DoesNotExist,
+            wit::Operator::Gt => V::Gt,
+            wit::Operator::Lt => V::Lt,
+            wit::Operator::Gte => V::Gte,
+            wit::Operator::Lte => V::Lte,
+        }
+    }
+}
+
+impl From<vocabulary::Operator> for wit::Operator {
+    fn from(op: vocabulary::Operator) -> Self {
+        use vocabulary::Operator as V;
+        match op {
+            V::In => wit::Operator::In,
+            V::NotIn => wit::Operator::NotIn,
+            V::Exists => wit::Operator::Exists,
+            V::DoesNotExist => wit::Operator::DoesNotExist,
+            V::Gt => wit::Operator::Gt,
+            V::Lt => wit::Operator::Lt,
+            V::Gte => wit::Operator::Gte,
+            V::Lte => wit::Operator::Lte,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use sha2::{Digest, Sha256};

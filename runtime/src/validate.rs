@@ -7,13 +7,7 @@ use engine::quantity::parse_resource;
 use std::collections::BTreeSet;
 
 /// Labels every instance type must define (Karpenter's well-known labels).
-pub const WELL_KNOWN_LABELS: [&str; 5] = [
-    "node.kubernetes.io/instance-type",
-    "kubernetes.io/arch",
-    "kubernetes.io/os",
-    "topology.kubernetes.io/zone",
-    "karpenter.sh/capacity-type",
-];
+pub use vocabulary::labels::INSTANCE_TYPE_MUST_DEFINE as WELL_KNOWN_LABELS;
 
 /// Guards the host against a plugin returning absurd amounts of data.
 const MAX_INSTANCE_TYPES: usize = 20_000;

@@ -8,13 +8,13 @@ use crate::disruption::{
     Budget, ClusterNode, DisruptionNodePool, DisruptionReason, DisruptionSnapshot, NodePod,
     PodDisruptionBudget,
 };
-use crate::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
 use crate::map::StringMap;
 use crate::snapshot::{
     DaemonSet, InstanceType, LabelSelector, NodePool, Pod, PodTemplate, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
 use std::sync::Arc;
+use vocabulary::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
 
 use super::{SplitMix64, instance_type};
 

@@ -11,12 +11,12 @@ pub use disruption::disruption_snapshot;
 use crate::map::StringMap;
 use std::sync::Arc;
 
-use crate::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
 use crate::snapshot::{
     Affinity, InstanceType, LabelSelector, NodePool, Offering, Operator, Overhead, Pod,
     PodAffinity, PodAffinityTerm, PodTemplate, Requirement, Snapshot, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
+use vocabulary::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
 
 const GI: i64 = 1 << 30;
 const MI: i64 = 1 << 20;

@@ -2,8 +2,8 @@
 //! method needs to know about them (price, disruption cost, drift,
 //! consolidateAfter). The rest get Karpenter's DisruptionBlocked reason.
 
-use crate::labels::{CAPACITY_TYPE, INSTANCE_TYPE, WELL_KNOWN, ZONE};
 use crate::snapshot::{Labels, Operator, Requirement};
+use vocabulary::labels::{CAPACITY_TYPE, INSTANCE_TYPE, WELL_KNOWN, ZONE};
 
 use super::cluster::{Cluster, NodeView, PoolView, ms};
 use super::duration;

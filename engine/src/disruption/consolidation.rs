@@ -2,9 +2,9 @@
 //! elsewhere, then delete (no new NodeClaim), replace by one cheaper NodeClaim,
 //! or do nothing (and say why, in Karpenter's words).
 
-use crate::labels::CAPACITY_TYPE;
 use crate::plan::Plan;
 use crate::scheduler::run::Run;
+use vocabulary::labels::CAPACITY_TYPE;
 
 use super::Draft;
 use super::candidates::{Candidate, sort_for_consolidation};

@@ -9,9 +9,6 @@ use std::collections::BTreeSet;
 
 use crate::bitset::Bits;
 use crate::intern::{FxHashMap, Interner};
-use crate::labels::{
-    CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, PODS, UNREGISTERED_TAINT, WELL_KNOWN, ZONE,
-};
 use crate::plan::PodRef;
 use crate::requirements::{Reqs, ValueSet};
 use crate::resources::{POD_SLOT, ResourceNames, sub};
@@ -21,6 +18,9 @@ use crate::snapshot::{
     NodePool, NodeSelectorTerm, Offering, Operator, Options, Pod, PodAffinity, PodAffinityTerm,
     ResourceList, Snapshot, Taint, Toleration, WhenUnsatisfiable,
 };
+use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, WELL_KNOWN, ZONE};
+use vocabulary::resources::PODS;
+use vocabulary::taints::UNREGISTERED as UNREGISTERED_TAINT;
 
 use super::state::Start;
 
@@ -929,7 +929,7 @@ fn build_pool(
             limits[i] = Some(*v);
         }
     }
-    let node_limit = p.limits.get(crate::labels::NODES).copied();
+    let node_limit = p.limits.get(vocabulary::resources::NODES).copied();
 
     let mut pool = PoolC {
         name: p.name.clone(),

@@ -2,8 +2,8 @@
 //! with pods bound to them.
 
 use engine::disruption::*;
-use engine::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
 use engine::*;
+use vocabulary::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
 
 use super::{GI, d_series, labels, pod, pool, res};
 

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use engine::labels::{ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE};
 use engine::*;
+use vocabulary::labels::{ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE};
 
 pub const GI: i64 = 1 << 30;
 pub const ZONES: [&str; 3] = ["zone-1", "zone-2", "zone-3"];

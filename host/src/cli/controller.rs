@@ -3,7 +3,7 @@
 //! directory. Options take Karpenter's environment variable names.
 
 use super::files;
-use crate::controller::{self, batcher, durations, leader};
+use crate::controller::{self, batcher, leader};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use vocabulary::duration as durations;
 
 #[derive(Debug, Args)]
 pub struct ControllerArgs {

@@ -10,7 +10,7 @@ use super::metrics::Metrics;
 use super::uid_store::{self, UidStore};
 use crate::crds::nodeclaim::Requirements;
 use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
-use crate::crds::{NodeClaim, NodePool, labels};
+use crate::crds::{NodeClaim, NodePool};
 use crate::slim::{Node, Pod};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
 use tokio::sync::broadcast;
+use vocabulary::labels;
 
 /// Read-only stores of everything the controller decides on.
 #[derive(Clone)]

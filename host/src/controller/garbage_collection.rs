@@ -220,7 +220,7 @@ fn orphan(i: &wit::Instance, meta: &wit::ProviderMetadata) -> wit::NodeClaim {
         kubelet_version: None,
     };
     claim.requirements.push(records::requirement_in(
-        crate::crds::labels::INSTANCE_TYPE,
+        vocabulary::labels::INSTANCE_TYPE,
         &[&i.instance_type],
     ));
     claim

@@ -18,7 +18,6 @@ pub mod batcher;
 pub mod cluster;
 pub mod conditions;
 pub mod disruption;
-pub mod durations;
 pub mod events;
 pub mod garbage_collection;
 pub mod hash;

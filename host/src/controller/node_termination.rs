@@ -7,7 +7,6 @@
 
 use super::Ctx;
 use crate::crds::NodeClaim;
-use crate::crds::labels::{DISRUPTED_TAINT, TERMINATION_FINALIZER};
 use crate::slim::Node;
 use crate::slim::Pod;
 use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
@@ -18,6 +17,8 @@ use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use vocabulary::labels::TERMINATION_FINALIZER;
+use vocabulary::taints::DISRUPTED as DISRUPTED_TAINT;
 
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -153,7 +154,7 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         let pool = node
-            .label(crate::crds::labels::NODE_POOL)
+            .label(vocabulary::labels::NODE_POOL)
             .map(str::to_string);
         ctx.metrics
             .nodes_terminated
@@ -190,7 +191,7 @@ pub(crate) async fn taint(nodes: &Api<Node>, node: &Node) -> anyhow::Result<()> 
 }
 
 fn is_mirror(p: &Pod) -> bool {
-    p.annotations().contains_key("kubernetes.io/config.mirror")
+    p.annotations().contains_key(vocabulary::labels::MIRROR_POD)
 }
 
 /// Whether the owning NodeClaim's terminationGracePeriod has passed since
@@ -207,7 +208,7 @@ fn grace_period_over(ctx: &Ctx, node: &Node) -> bool {
     });
     let Some(grace) = claim
         .and_then(|c| c.spec.termination_grace_period.clone())
-        .and_then(|g| super::durations::parse(&g).ok())
+        .and_then(|g| vocabulary::duration::parse(&g).ok())
     else {
         return false;
     };

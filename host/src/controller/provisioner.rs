@@ -7,7 +7,7 @@ use super::Ctx;
 use super::batcher;
 use crate::crds::nodeclaim::ResourceRequirements;
 use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
-use crate::crds::{NodeClaim, NodeClaimSpec, NodePool, labels};
+use crate::crds::{NodeClaim, NodeClaimSpec, NodePool};
 use crate::slim::Pod;
 use crate::snapshot;
 use anyhow::Context;
@@ -19,6 +19,7 @@ use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vocabulary::labels;
 
 /// While pods wait for nodes, a batch runs at least this often even without
 /// a trigger (an offering may have come back, a NodeClaim may have failed).
@@ -305,11 +306,11 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
     let requirements = plan
         .node_claim_requirements(claim)
         .into_iter()
-        .filter(|r| r.key != "kubernetes.io/hostname")
+        .filter(|r| r.key != labels::HOSTNAME)
         .filter(|r| !(r.operator == engine::Operator::In && r.values.is_empty()))
         .map(|r| NodeSelectorRequirementWithMinValues {
             key: r.key,
-            operator: operator(r.operator).into(),
+            operator: r.operator.as_str().into(),
             values: r.values,
             min_values: r.min_values.and_then(|m| i32::try_from(m).ok()),
         })
@@ -349,20 +350,6 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
             expire_after: template.spec.expire_after.clone(),
         },
         status: None,
-    }
-}
-
-pub fn operator(op: engine::Operator) -> &'static str {
-    use engine::Operator::*;
-    match op {
-        In => "In",
-        NotIn => "NotIn",
-        Exists => "Exists",
-        DoesNotExist => "DoesNotExist",
-        Gt => "Gt",
-        Lt => "Lt",
-        Gte => "Gte",
-        Lte => "Lte",
     }
 }
 

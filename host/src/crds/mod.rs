@@ -2,7 +2,6 @@
 //! compatible with Karpenter's, and its well-known names; their CRDs are in
 //! charts/karpenter/crds. Also the CRDs of the NodeClass kinds plugins serve.
 
-pub mod labels;
 pub mod node_class;
 pub mod nodeclaim;
 pub mod nodepool;

@@ -130,7 +130,7 @@ impl NodeClaim {
         self.metadata
             .labels
             .as_ref()?
-            .get(super::labels::NODE_POOL)
+            .get(vocabulary::labels::NODE_POOL)
             .map(String::as_str)
     }
 }

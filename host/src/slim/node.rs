@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Deref;
 
-/// The one label every Node has a value of its own for.
-const HOSTNAME: &str = "kubernetes.io/hostname";
+// The one label every Node has a value of its own for.
+use vocabulary::labels::HOSTNAME;
 /// The annotations kept: those the controller reads (do-not-disrupt).
 const KARPENTER_PREFIX: &str = "karpenter.sh/";
 

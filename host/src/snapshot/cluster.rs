@@ -3,13 +3,14 @@
 //! provisioner must find room for.
 
 use super::{nodes, pods};
-use crate::crds::{NodeClaim, labels};
+use crate::crds::NodeClaim;
 use crate::slim::Node;
 use crate::slim::Pod;
 use engine::ResourceList;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use vocabulary::labels;
 
 /// What the watchers hold, as plain slices.
 pub struct Objects<'a> {

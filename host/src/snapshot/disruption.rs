@@ -8,7 +8,7 @@
 
 use super::cluster::{Objects, in_flight, is_daemon_set_pod, is_provisionable, is_terminal};
 use super::{nodes, pods};
-use crate::crds::{NodeClaim, NodePool, labels};
+use crate::crds::{NodeClaim, NodePool};
 use crate::slim::{Node, Pod};
 use anyhow::Context;
 use engine::disruption::{
@@ -19,6 +19,7 @@ use k8s_openapi::api::policy::v1 as policy;
 use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use vocabulary::labels;
 
 /// What the controller has seen that the objects do not say.
 #[derive(Debug, Default)]
@@ -188,7 +189,10 @@ fn cluster_node(
     }
     cn.not_ready = !n.is_ready();
     cn.deleting = n.metadata.deletion_timestamp.is_some()
-        || cn.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
+        || cn
+            .taints
+            .iter()
+            .any(|t| t.key == vocabulary::taints::DISRUPTED);
     cn.do_not_disrupt = n.annotations().get(labels::DO_NOT_DISRUPT).cloned();
     cn.created = n
         .metadata
@@ -245,7 +249,7 @@ fn node_pod(p: &Pod, converter: &mut pods::Pods) -> anyhow::Result<NodePod> {
             .get("controller.kubernetes.io/pod-deletion-cost")
             .cloned(),
         daemon_set: is_daemon_set_pod(p),
-        mirror: annotations.contains_key("kubernetes.io/config.mirror"),
+        mirror: annotations.contains_key(labels::MIRROR_POD),
         start_time: status
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0.as_second()),

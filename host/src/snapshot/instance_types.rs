@@ -1,27 +1,14 @@
 //! Instance types from a plugin into the engine.
 
 use anyhow::Context;
-use engine::{InstanceType, Offering, Operator, Overhead, Requirement, ResourceList};
+use engine::{InstanceType, Offering, Overhead, Requirement, ResourceList};
 use karpenter_runtime::wit;
 use std::sync::Arc;
-
-pub fn operator(op: wit::Operator) -> Operator {
-    match op {
-        wit::Operator::In => Operator::In,
-        wit::Operator::NotIn => Operator::NotIn,
-        wit::Operator::Exists => Operator::Exists,
-        wit::Operator::DoesNotExist => Operator::DoesNotExist,
-        wit::Operator::Gt => Operator::Gt,
-        wit::Operator::Lt => Operator::Lt,
-        wit::Operator::Gte => Operator::Gte,
-        wit::Operator::Lte => Operator::Lte,
-    }
-}
 
 pub fn requirement(r: &wit::Requirement) -> Requirement {
     Requirement {
         key: r.key.clone(),
-        operator: operator(r.operator),
+        operator: r.operator.into(),
         values: r.values.clone(),
         min_values: r.min_values,
     }

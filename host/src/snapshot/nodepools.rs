@@ -1,6 +1,6 @@
 //! NodePools, with the instance types their plugin offers, into the engine.
 
-use super::{instance_types, nodes};
+use super::nodes;
 use crate::crds::NodePool;
 use anyhow::Context;
 use std::sync::Arc;
@@ -19,7 +19,10 @@ pub fn node_pool(
             .map(|r| {
                 Ok(engine::Requirement {
                     key: r.key.clone(),
-                    operator: instance_types::operator(crate::records::operator(&r.operator)?),
+                    operator: r
+                        .operator
+                        .parse()
+                        .with_context(|| format!("requirement {}", r.key))?,
                     values: r.values.clone(),
                     min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
                 })

@@ -1,10 +1,11 @@
 //! Nodes (with the pods bound to them, and their NodeClaims) into the engine.
 
 use super::pods;
-use crate::crds::{NodeClaim, labels};
+use crate::crds::NodeClaim;
 use crate::slim::{Node, Pod};
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Taint;
+use vocabulary::labels;
 
 pub fn taint(t: &Taint) -> anyhow::Result<engine::Taint> {
     Ok(engine::Taint {

@@ -60,16 +60,10 @@ fn host_ports(spec: &slim::PodSpec) -> Vec<engine::HostPort> {
 }
 
 fn node_requirement(r: &core::NodeSelectorRequirement) -> anyhow::Result<engine::Requirement> {
-    use engine::Operator::*;
-    let operator = match r.operator.as_str() {
-        "In" => In,
-        "NotIn" => NotIn,
-        "Exists" => Exists,
-        "DoesNotExist" => DoesNotExist,
-        "Gt" => Gt,
-        "Lt" => Lt,
-        other => bail!("node selector {}: unknown operator {other:?}", r.key),
-    };
+    let operator = r
+        .operator
+        .parse()
+        .with_context(|| format!("node selector {}", r.key))?;
     Ok(engine::Requirement {
         key: r.key.clone(),
         operator,

@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(label(&it, LABEL_SKU_PREMIUM), ["true"]);
         assert_eq!(label(&it, LABEL_SKU_EPHEMERAL), ["64"]);
         assert_eq!(label(&it, LABEL_PLACEMENT_SCOPE), ["zonal", "regional"]);
-        for wk in labels::WELL_KNOWN {
+        for wk in labels::INSTANCE_TYPE_MUST_DEFINE {
             assert!(!label(&it, wk).is_empty(), "{wk}");
         }
         let cap = |k: &str| lookup(&it.capacity, k).map(str::to_string);

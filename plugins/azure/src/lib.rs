@@ -265,13 +265,12 @@ impl Guest for Azure {
             ));
         }
 
-        let (it, offering) =
-            vm::pick(&claim.requirements, &claim.labels, &types).ok_or_else(|| {
-                insufficient_capacity(
-                    format!("no available offering satisfies NodeClaim {}", claim.name),
-                    vec![],
-                )
-            })?;
+        let (it, offering) = cheapest_offering(&claim, &types).ok_or_else(|| {
+            insufficient_capacity(
+                format!("no available offering satisfies NodeClaim {}", claim.name),
+                vec![],
+            )
+        })?;
         let sku = skus
             .iter()
             .find(|k| k.name == it.name)
@@ -296,43 +295,15 @@ impl Guest for Azure {
         } else {
             catalog::ZONAL
         };
-        let mut node_labels: Vec<(String, String)> = it
-            .requirements
-            .iter()
-            .filter(|r| r.values.len() == 1 && matches!(r.operator, Operator::In))
-            .map(|r| (r.key.clone(), r.values[0].clone()))
-            .filter(|(k, _)| {
-                k != labels::ZONE
-                    && k != labels::CAPACITY_TYPE
-                    && k != catalog::LABEL_PLACEMENT_SCOPE
-            })
-            .collect();
-        node_labels.push((labels::ZONE.into(), offering.zone.clone()));
-        node_labels.push((labels::REGION.into(), s.location.clone()));
-        node_labels.push((labels::CAPACITY_TYPE.into(), offering.capacity_type.clone()));
-        node_labels.push((catalog::LABEL_PLACEMENT_SCOPE.into(), scope.into()));
-        node_labels.push((labels::NODE_POOL.into(), claim.node_pool.clone()));
-        node_labels.push((
+        let mut resolved = resolved_labels(it, offering);
+        resolved.push((labels::REGION.into(), s.location.clone()));
+        resolved.push((catalog::LABEL_PLACEMENT_SCOPE.into(), scope.into()));
+        resolved.push((
             "kubernetes.azure.com/cluster".into(),
             s.cluster_name.clone(),
         ));
-        for (k, v) in &claim.labels {
-            if !node_labels.iter().any(|(n, _)| n == k) {
-                node_labels.push((k.clone(), v.clone()));
-            }
-        }
-        let effect = |e: &TaintEffect| match e {
-            TaintEffect::NoSchedule => "NoSchedule",
-            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-            TaintEffect::NoExecute => "NoExecute",
-        };
-        let mut taints: Vec<String> = claim
-            .taints
-            .iter()
-            .chain(&claim.startup_taints)
-            .map(|t| format!("{}={}:{}", t.key, t.value, effect(&t.effect)))
-            .collect();
-        taints.push(format!("{}=:NoExecute", labels::UNREGISTERED_TAINT));
+        let node_labels = node_labels(&claim, resolved);
+        let taints: Vec<String> = node_taints(&claim).iter().map(kubelet_taint).collect();
 
         let info = cluster::info();
         let image_id = nodeclass::image_id(

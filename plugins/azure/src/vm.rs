@@ -337,61 +337,6 @@ fn parse_mib(q: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The cheapest available offering whose type and offering satisfy the
-/// NodeClaim's requirements, offering-level requirements (placement scope)
-/// included. None means insufficient capacity.
-/// `node_labels`: the labels the host puts on the node (the NodePool
-/// template's); like `karpenter.sh/nodepool`, requirements on them say
-/// nothing about the machine.
-pub fn pick<'a>(
-    requirements: &[Requirement],
-    node_labels: &[(String, String)],
-    types: &'a [InstanceType],
-) -> Option<(&'a InstanceType, &'a Offering)> {
-    use karpenter_plugin_sdk::requirements::satisfies;
-    let mut best: Option<(&InstanceType, &Offering)> = None;
-    for it in types {
-        let type_ok = requirements.iter().all(|r| {
-            if r.key == labels::ZONE
-                || r.key == labels::CAPACITY_TYPE
-                || r.key == catalog::LABEL_PLACEMENT_SCOPE
-                || r.key == labels::NODE_POOL
-                || node_labels.iter().any(|(k, _)| *k == r.key)
-            {
-                return true;
-            }
-            match it
-                .requirements
-                .iter()
-                .find(|t| t.key == r.key && matches!(t.operator, Operator::In))
-            {
-                Some(t) => t.values.iter().any(|v| satisfies(r, Some(v))),
-                None => satisfies(r, None),
-            }
-        });
-        if !type_ok {
-            continue;
-        }
-        for o in it.offerings.iter().filter(|o| o.available) {
-            let ok = requirements.iter().all(|r| {
-                if r.key == labels::ZONE {
-                    satisfies(r, Some(&o.zone))
-                } else if r.key == labels::CAPACITY_TYPE {
-                    satisfies(r, Some(&o.capacity_type))
-                } else if let Some(or) = o.requirements.iter().find(|x| x.key == r.key) {
-                    or.values.iter().any(|v| satisfies(r, Some(v)))
-                } else {
-                    true
-                }
-            });
-            if ok && best.is_none_or(|(_, b)| o.price < b.price) {
-                best = Some((it, o));
-            }
-        }
-    }
-    best
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +378,34 @@ mod tests {
         assert_eq!(parse_provider_id("kwok://x"), None);
         assert_eq!(zone_number("westus3-2"), Some("2"));
         assert_eq!(zone_number("0"), None);
+    }
+
+    /// The SDK's choice for a NodeClaim with these requirements and labels.
+    fn pick<'a>(
+        requirements: &[Requirement],
+        labels: &[(String, String)],
+        types: &'a [InstanceType],
+    ) -> Option<(&'a InstanceType, &'a Offering)> {
+        let claim = NodeClaim {
+            name: "c".into(),
+            node_pool: "default".into(),
+            labels: labels.to_vec(),
+            annotations: vec![],
+            taints: vec![],
+            startup_taints: vec![],
+            requirements: requirements.to_vec(),
+            resource_requests: vec![],
+            node_class_ref:
+                karpenter_plugin_sdk::bindings::karpenter::provider::types::NodeClassRef {
+                    group: "karpenter.azure.com".into(),
+                    kind: "AKSNodeClass".into(),
+                    name: "default".into(),
+                },
+            provider_id: None,
+            image_id: None,
+            kubelet_version: None,
+        };
+        karpenter_plugin_sdk::requirements::cheapest_offering(&claim, types)
     }
 
     #[test]

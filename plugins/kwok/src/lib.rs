@@ -11,7 +11,6 @@ mod catalog;
 mod nodes;
 
 use karpenter_plugin_sdk::prelude::*;
-use karpenter_plugin_sdk::requirements::single_value;
 
 pub const GROUP: &str = "karpenter.kwok.sh";
 pub const PROVIDER_ID_SCHEME: &str = "kwok";
@@ -77,17 +76,9 @@ impl Guest for Kwok {
                 }],
             ));
         }
-        let mut node_labels: Vec<(String, String)> = it
-            .requirements
-            .iter()
-            .filter_map(|r| single_value(&it, &r.key).map(|v| (r.key.clone(), v.to_string())))
-            .collect();
-        node_labels.retain(|(k, _)| k != labels::ZONE && k != labels::CAPACITY_TYPE);
-        node_labels.push((labels::ZONE.into(), offering.zone.clone()));
-        node_labels.push((labels::CAPACITY_TYPE.into(), offering.capacity_type.clone()));
-        node_labels.push((labels::NODE_POOL.into(), claim.node_pool.clone()));
-        node_labels.push((labels::HOSTNAME.into(), claim.name.clone()));
-        node_labels.extend(claim.labels.iter().cloned());
+        let mut resolved = resolved_labels(&it, &offering);
+        resolved.push((labels::HOSTNAME.into(), claim.name.clone()));
+        let node_labels = node_labels(&claim, resolved);
         nodes::create(&claim, &it, node_labels)
     }
 

@@ -104,13 +104,7 @@ pub fn create(
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
-    let mut taints: Vec<Value> = claim
-        .taints
-        .iter()
-        .chain(&claim.startup_taints)
-        .map(taint)
-        .collect();
-    taints.push(json!({"key": labels::UNREGISTERED_TAINT, "effect": "NoExecute"}));
+    let taints: Vec<Value> = node_taints(claim).iter().map(taint).collect();
     let capacity: serde_json::Map<String, Value> = it
         .capacity
         .iter()
@@ -154,11 +148,7 @@ pub fn delete(name: &str) -> Result<(), Error> {
 }
 
 fn taint(t: &Taint) -> Value {
-    let effect = match t.effect {
-        TaintEffect::NoSchedule => "NoSchedule",
-        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-        TaintEffect::NoExecute => "NoExecute",
-    };
+    let effect = karpenter_plugin_sdk::node::effect_name(t.effect);
     json!({"key": t.key, "value": t.value, "effect": effect})
 }
 

@@ -34,15 +34,6 @@ impl Store for CacheStore {
     }
 }
 
-fn taint_text(t: &Taint) -> String {
-    let effect = match t.effect {
-        TaintEffect::NoSchedule => "NoSchedule",
-        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-        TaintEffect::NoExecute => "NoExecute",
-    };
-    format!("{}={}:{effect}", t.key, t.value)
-}
-
 fn offering_ref(it: &str, zone: &str, ct: &str) -> OfferingRef {
     OfferingRef {
         instance_type: it.into(),
@@ -228,26 +219,10 @@ fn launch(
         .map_err(|e| launch_failure("creating the boot disk", &e, offering()))?;
 
     let info = cluster::info();
-    let mut node_labels: Vec<(String, String)> = claim.labels.clone();
-    for (k, v) in catalog::labels(shape, &spec.region) {
-        if !node_labels.iter().any(|(n, _)| *n == k) {
-            node_labels.push((k, v));
-        }
-    }
-    for (k, v) in [
-        (labels::NODE_POOL, claim.node_pool.as_str()),
-        (labels::CAPACITY_TYPE, capacity_type),
-    ] {
-        node_labels.retain(|(n, _)| n != k);
-        node_labels.push((k.into(), v.into()));
-    }
-    let mut taints: Vec<String> = claim
-        .taints
-        .iter()
-        .chain(&claim.startup_taints)
-        .map(taint_text)
-        .collect();
-    taints.push(format!("{}=:NoExecute", labels::UNREGISTERED_TAINT));
+    let mut resolved = catalog::labels(shape, &spec.region);
+    resolved.push((labels::CAPACITY_TYPE.into(), capacity_type.into()));
+    let node_labels = node_labels(claim, resolved);
+    let taints: Vec<String> = node_taints(claim).iter().map(kubelet_taint).collect();
     let user_data = bootstrap::render(&Bootstrap {
         api_server: info.endpoint,
         ca_bundle: info.ca_bundle,

@@ -26,14 +26,16 @@ pub mod bindings {
 
 pub mod errors;
 pub mod http;
-pub mod labels;
 pub mod leftovers;
 pub mod log;
+pub mod node;
 pub mod requirements;
 pub mod resources;
 
 pub use bindings::export;
 pub use serde_json;
+/// The words karpenter.sh objects are written in, as the host reads them.
+pub use vocabulary::{duration, labels, taints};
 
 /// Everything a provider implementation usually needs in scope.
 pub mod prelude {
@@ -48,6 +50,7 @@ pub mod prelude {
     pub use crate::errors::*;
     pub use crate::labels;
     pub use crate::leftovers::leftover;
+    pub use crate::node::{kubelet_taint, node_labels, node_taints, resolved_labels};
     pub use crate::requirements::{cheapest_offering, cheapest_offering_of, label_allowed};
     pub use crate::resources::*;
 }

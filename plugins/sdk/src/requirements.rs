@@ -4,7 +4,7 @@
 use crate::bindings::karpenter::provider::types::{
     InstanceType, NodeClaim, Offering, Operator, Requirement,
 };
-use crate::labels;
+use vocabulary::labels;
 
 /// Whether `value` (None: the label is absent) satisfies one requirement.
 pub fn satisfies(req: &Requirement, value: Option<&str>) -> bool {
@@ -33,14 +33,6 @@ pub fn label_allowed(reqs: &[Requirement], key: &str, value: Option<&str>) -> bo
         .all(|r| satisfies(r, value))
 }
 
-/// The single value an instance type's requirement pins a label to, if any.
-pub fn single_value<'a>(it: &'a InstanceType, key: &str) -> Option<&'a str> {
-    it.requirements
-        .iter()
-        .find(|r| r.key == key && matches!(r.operator, Operator::In) && r.values.len() == 1)
-        .map(|r| r.values[0].as_str())
-}
-
 /// The cheapest available offering of the cheapest compatible instance type
 /// for this NodeClaim: what to launch. None means insufficient capacity.
 pub fn cheapest_offering<'a>(
@@ -59,38 +51,168 @@ pub fn cheapest_offering<'a>(
 }
 
 /// The cheapest available offering of this one instance type that the
-/// NodeClaim allows; None if the type does not fit it. For a provider that
-/// builds its catalog a type at a time rather than holding it whole.
+/// NodeClaim allows; None if none does. For a provider that builds its
+/// catalog a type at a time rather than holding it whole.
+///
+/// A requirement is met when any value the label could take on the node
+/// satisfies it: the offering's zone and capacity type, an offering's own
+/// requirement on the key (an Azure placement scope), else the type's `In`
+/// values, else the label is absent. Requirements on labels the host puts
+/// on the node (the NodePool's name, its template labels) say nothing about
+/// the machine and are skipped.
 pub fn cheapest_offering_of<'a>(claim: &NodeClaim, it: &'a InstanceType) -> Option<&'a Offering> {
-    let type_ok = claim.requirements.iter().all(|r| {
-        if r.key == labels::ZONE || r.key == labels::CAPACITY_TYPE {
-            return true;
-        }
-        // Labels the host puts on the node (the NodePool's name, its
-        // template labels) say nothing about the machine.
-        if r.key == labels::NODE_POOL || claim.labels.iter().any(|(k, _)| *k == r.key) {
-            return true;
-        }
-        // A label the type does not pin is absent on its nodes.
-        satisfies(r, single_value(it, &r.key))
-    });
-    if !type_ok {
-        return None;
-    }
-    let allowed = |o: &&Offering| {
-        o.available
-            && label_allowed(&claim.requirements, labels::ZONE, Some(&o.zone))
-            && label_allowed(
-                &claim.requirements,
-                labels::CAPACITY_TYPE,
-                Some(&o.capacity_type),
-            )
-    };
+    let machine: Vec<&Requirement> = claim
+        .requirements
+        .iter()
+        .filter(|r| r.key != labels::NODE_POOL && !claim.labels.iter().any(|(k, _)| *k == r.key))
+        .collect();
     let mut best: Option<&Offering> = None;
-    for o in it.offerings.iter().filter(allowed) {
-        if best.is_none_or(|b| o.price < b.price) {
+    for o in it.offerings.iter().filter(|o| o.available) {
+        let fits = machine.iter().all(|r| {
+            let values: &[String] = if r.key == labels::ZONE {
+                std::slice::from_ref(&o.zone)
+            } else if r.key == labels::CAPACITY_TYPE {
+                std::slice::from_ref(&o.capacity_type)
+            } else if let Some(own) = values_in(&o.requirements, &r.key) {
+                own
+            } else {
+                values_in(&it.requirements, &r.key).unwrap_or(&[])
+            };
+            if values.is_empty() {
+                satisfies(r, None)
+            } else {
+                values.iter().any(|v| satisfies(r, Some(v)))
+            }
+        });
+        if fits && best.is_none_or(|b| o.price < b.price) {
             best = Some(o);
         }
     }
     best
+}
+
+/// The values an `In` requirement on `key` allows, if there is one.
+fn values_in<'a>(reqs: &'a [Requirement], key: &str) -> Option<&'a [String]> {
+    reqs.iter()
+        .find(|r| r.key == key && matches!(r.operator, Operator::In))
+        .map(|r| r.values.as_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::karpenter::provider::types::NodeClassRef;
+
+    fn req(key: &str, operator: Operator, values: &[&str]) -> Requirement {
+        Requirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
+    }
+
+    fn offering(zone: &str, capacity_type: &str, price: f64, scope: Option<&str>) -> Offering {
+        Offering {
+            zone: zone.into(),
+            capacity_type: capacity_type.into(),
+            price,
+            available: true,
+            requirements: scope
+                .map(|s| vec![req("example.com/scope", Operator::In, &[s])])
+                .unwrap_or_default(),
+            reservation_capacity: None,
+        }
+    }
+
+    fn types() -> Vec<InstanceType> {
+        let it = |name: &str, gpus: &[&str], offerings: Vec<Offering>| InstanceType {
+            name: name.into(),
+            requirements: vec![
+                req(labels::INSTANCE_TYPE, Operator::In, &[name]),
+                req("example.com/gpu", Operator::In, gpus),
+            ],
+            offerings,
+            capacity: vec![],
+            overhead: crate::bindings::karpenter::provider::types::Overhead {
+                kube_reserved: vec![],
+                system_reserved: vec![],
+                eviction_threshold: vec![],
+            },
+        };
+        vec![
+            it(
+                "small",
+                &[],
+                vec![
+                    offering("a", "spot", 0.5, Some("zonal")),
+                    offering("r", "on-demand", 1.0, Some("regional")),
+                    Offering {
+                        available: false,
+                        ..offering("b", "spot", 0.1, Some("zonal"))
+                    },
+                ],
+            ),
+            it(
+                "gpu",
+                &["a100", "h100"],
+                vec![offering("a", "on-demand", 9.0, Some("zonal"))],
+            ),
+        ]
+    }
+
+    fn claim(requirements: Vec<Requirement>, labels: &[(&str, &str)]) -> NodeClaim {
+        NodeClaim {
+            name: "c".into(),
+            node_pool: "default".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            annotations: vec![],
+            taints: vec![],
+            startup_taints: vec![],
+            requirements,
+            resource_requests: vec![],
+            node_class_ref: NodeClassRef {
+                group: "g".into(),
+                kind: "K".into(),
+                name: "n".into(),
+            },
+            provider_id: None,
+            image_id: None,
+            kubelet_version: None,
+        }
+    }
+
+    fn pick(requirements: Vec<Requirement>, labels: &[(&str, &str)]) -> Option<(String, String)> {
+        let types = types();
+        cheapest_offering(&claim(requirements, labels), &types)
+            .map(|(it, o)| (it.name.clone(), o.zone.clone()))
+    }
+
+    #[test]
+    fn the_cheapest_available_offering_every_requirement_allows() {
+        let some = |t: &str, z: &str| Some((t.to_string(), z.to_string()));
+        assert_eq!(pick(vec![], &[]), some("small", "a"));
+        // An offering's own requirement decides per offering.
+        let regional = req("example.com/scope", Operator::In, &["regional"]);
+        assert_eq!(pick(vec![regional], &[]), some("small", "r"));
+        // Any of a type's values will do; a label the type lacks is absent.
+        let h100 = req("example.com/gpu", Operator::In, &["h100"]);
+        assert_eq!(pick(vec![h100], &[]), some("gpu", "a"));
+        let no_gpu = req("example.com/gpu", Operator::DoesNotExist, &[]);
+        assert_eq!(pick(vec![no_gpu], &[]), some("small", "a"));
+        // Unavailable offerings are never chosen.
+        let zone_b = req(labels::ZONE, Operator::In, &["b"]);
+        assert_eq!(pick(vec![zone_b], &[]), None);
+    }
+
+    #[test]
+    fn labels_the_host_puts_on_the_node_do_not_rule_a_machine_out() {
+        let team = req("team", Operator::In, &["web"]);
+        let pool = req(labels::NODE_POOL, Operator::In, &["default"]);
+        assert_eq!(pick(vec![team.clone(), pool.clone()], &[]), None);
+        assert!(pick(vec![team, pool], &[("team", "web")]).is_some());
+    }
 }

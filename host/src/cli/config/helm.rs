@@ -6,13 +6,13 @@ use super::aks::{self, Discovered};
 use super::bootstrap_token;
 use super::dotenv;
 use super::values::{Image, Values};
-use crate::controller::durations;
 use anyhow::Context;
 use clap::Args;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
+use vocabulary::duration;
 
 #[derive(Debug, Args)]
 pub struct HelmArgs {
@@ -47,7 +47,7 @@ pub struct HelmArgs {
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
-    durations::parse(s).map_err(|e| e.to_string())
+    duration::parse(s).map_err(|e| e.to_string())
 }
 
 fn install_command(namespace: &str, values: &Path) -> String {

@@ -8,8 +8,8 @@ use crate::controller::Ctx;
 use crate::controller::metrics::{DecisionLabels, DisruptedLabels};
 use crate::controller::node_termination;
 use crate::controller::provisioner::{self, Pool};
+use crate::crds::NodeClaim;
 use crate::crds::nodeclaim::conditions;
-use crate::crds::{NodeClaim, labels};
 use crate::slim::Node;
 use engine::disruption::{Command, Method};
 use kube::ResourceExt;
@@ -214,7 +214,7 @@ pub(super) async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
     let taints: Vec<_> = node
         .taints()
         .iter()
-        .filter(|t| t.key != labels::DISRUPTED_TAINT)
+        .filter(|t| t.key != vocabulary::taints::DISRUPTED)
         .collect();
     let patch = serde_json::json!({
         "metadata": {"resourceVersion": node.resource_version()},

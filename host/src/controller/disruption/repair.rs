@@ -6,12 +6,12 @@
 
 use super::execute;
 use crate::controller::{Ctx, node_classes};
-use crate::crds::labels;
 use crate::slim::Node;
 use karpenter_runtime::wit;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use vocabulary::labels;
 
 /// At most this fraction of a NodePool may be unhealthy for repair to act.
 const MAX_UNHEALTHY_FRACTION: f64 = 0.2;

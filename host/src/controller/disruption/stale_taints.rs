@@ -7,7 +7,6 @@
 
 use super::execute::{ClaimIndex, untaint};
 use crate::controller::Ctx;
-use crate::crds::labels;
 use crate::slim::Node;
 use kube::api::Api;
 use std::sync::Arc;
@@ -17,7 +16,11 @@ pub fn stale<'a>(nodes: &'a [Arc<Node>], index: &ClaimIndex<'_>) -> Vec<&'a str>
     nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none())
-        .filter(|n| n.taints().iter().any(|t| t.key == labels::DISRUPTED_TAINT))
+        .filter(|n| {
+            n.taints()
+                .iter()
+                .any(|t| t.key == vocabulary::taints::DISRUPTED)
+        })
         .filter_map(|n| {
             let name = n.metadata.name.as_deref()?;
             // A Node without a NodeClaim is not ours to untaint.

@@ -7,13 +7,13 @@
 
 use super::Step;
 use crate::controller::{Ctx, conditions};
-use crate::crds::labels::INITIALIZED as INITIALIZED_LABEL;
 use crate::crds::nodeclaim::conditions::{INITIALIZED, REGISTERED};
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::slim::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use std::time::Duration;
+use vocabulary::labels::INITIALIZED as INITIALIZED_LABEL;
 
 pub(crate) async fn initialize(
     ctx: &Ctx,

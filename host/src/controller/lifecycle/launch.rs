@@ -5,7 +5,7 @@
 use super::{Step, delete_node_claim as delete, plugin_output};
 use crate::controller::{Ctx, conditions, node_classes};
 use crate::crds::nodeclaim::conditions::LAUNCHED;
-use crate::crds::{NodeClaim, NodeClaimStatus, labels};
+use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::records;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_runtime::wit;
@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use vocabulary::labels;
 
 pub(crate) async fn launch(
     ctx: &Ctx,

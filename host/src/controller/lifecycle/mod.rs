@@ -15,7 +15,6 @@ pub use written::Written;
 
 use super::Ctx;
 use super::conditions;
-use crate::crds::labels::TERMINATION_FINALIZER;
 use crate::crds::nodeclaim::conditions::*;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use futures::StreamExt;
@@ -24,6 +23,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use std::sync::Arc;
 use std::time::Duration;
+use vocabulary::labels::TERMINATION_FINALIZER;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]

@@ -5,9 +5,10 @@
 //! may add to the NodeClaim's but never replace them, nor take over the
 //! domains the host and the kubelet own.
 
-use crate::crds::{NodeClaim, labels};
+use crate::crds::NodeClaim;
 use crate::slim::Node;
 use std::collections::BTreeMap;
+use vocabulary::labels;
 
 /// Whether another NodeClaim than `claim` already has this providerID.
 pub fn owned_by_another(other: &NodeClaim, provider_id: &str, claim: &str) -> bool {
@@ -25,7 +26,7 @@ fn launched_by_karpenter(n: &Node) -> bool {
     n.label(labels::NODE_POOL).is_some()
         || n.taints()
             .iter()
-            .any(|t| t.key == labels::UNREGISTERED_TAINT)
+            .any(|t| t.key == vocabulary::taints::UNREGISTERED)
 }
 
 /// Whether a plugin may set this label on a NodeClaim and its Node: not in
@@ -34,12 +35,12 @@ fn launched_by_karpenter(n: &Node) -> bool {
 /// under `node.kubernetes.io/`, which the kubelet itself may set.
 pub fn plugin_may_set(key: &str) -> bool {
     const WELL_KNOWN: [&str; 9] = [
-        "kubernetes.io/arch",
-        "kubernetes.io/os",
-        "topology.kubernetes.io/zone",
-        "topology.kubernetes.io/region",
-        "node.kubernetes.io/instance-type",
-        "node.kubernetes.io/windows-build",
+        labels::ARCH,
+        labels::OS,
+        labels::ZONE,
+        labels::REGION,
+        labels::INSTANCE_TYPE,
+        labels::WINDOWS_BUILD,
         "beta.kubernetes.io/arch",
         "beta.kubernetes.io/os",
         "beta.kubernetes.io/instance-type",

@@ -6,9 +6,6 @@
 
 use super::{Step, delete_node_claim as delete};
 use crate::controller::{Ctx, conditions};
-use crate::crds::labels::{
-    REGISTERED as REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT,
-};
 use crate::crds::nodeclaim::conditions::REGISTERED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::slim::Node;
@@ -17,6 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use std::time::Duration;
+use vocabulary::labels::{REGISTERED as REGISTERED_LABEL, TERMINATION_FINALIZER};
+use vocabulary::taints::UNREGISTERED as UNREGISTERED_TAINT;
 
 pub(crate) async fn register(
     ctx: &Ctx,

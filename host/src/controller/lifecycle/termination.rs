@@ -4,7 +4,6 @@
 
 use crate::controller::{Ctx, node_classes};
 use crate::crds::NodeClaim;
-use crate::crds::labels::TERMINATION_FINALIZER;
 use crate::records;
 use crate::slim::Node;
 use karpenter_runtime::wit;
@@ -12,6 +11,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use std::time::Duration;
+use vocabulary::labels::TERMINATION_FINALIZER;
 
 pub async fn finalize(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<Action> {
     if !nc.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
