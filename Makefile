@@ -42,7 +42,7 @@ chart: plugins
 	@echo "$(CHART_DIR)/plugins: $(CHART_PLUGINS)"
 
 # Regenerates the bundled plugins' NodeClass CRDs in the chart from their
-# schemas; host/tests/chart.rs fails when the committed copies differ.
+# schemas; host/tests/end_to_end/chart.rs fails when the committed copies differ.
 chart-crds: plugins
 	@for p in $(CHART_PLUGINS); do \
 	  $(CARGO) run -q -p karpenter-host -- plugin crd target/plugins/$$p.wasm > $(CHART_DIR)/crds/plugin-$$p.yaml || exit 1; \

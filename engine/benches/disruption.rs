@@ -1,10 +1,12 @@
 //! One disruption decision over a consolidatable cluster of 100, 700 and
 //! 2,000 nodes (about ten pods each), and over the same cluster when nothing
-//! can go, so that every candidate is simulated (the worst case).
+//! can go, so that every candidate is simulated (the worst case); and one
+//! repair decision over the same sizes, one node in fifty unhealthy.
 //! `cargo bench -p karpenter-engine --bench disruption`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use engine::disruption::DisruptionSnapshot;
+use engine::disruption::repair::{NodeCondition, RepairNode, RepairPolicy};
 
 const SIZES: [usize; 3] = [100, 700, 2_000];
 
@@ -45,5 +47,59 @@ fn disruption(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, disruption);
+/// `nodes` nodes in ten NodePools, each with a kubelet's five conditions
+/// against two policies; every fiftieth node NotReady for an hour.
+fn repair_input(nodes: usize) -> Vec<RepairNode> {
+    let policies = vec![
+        RepairPolicy {
+            condition_type: "Ready".into(),
+            status: "False".into(),
+            toleration_seconds: 1_800,
+        },
+        RepairPolicy {
+            condition_type: "Ready".into(),
+            status: "Unknown".into(),
+            toleration_seconds: 1_800,
+        },
+    ];
+    (0..nodes)
+        .map(|i| RepairNode {
+            name: format!("node-{i}"),
+            node_pool: format!("pool-{}", i % 10),
+            conditions: [
+                "MemoryPressure",
+                "DiskPressure",
+                "PIDPressure",
+                "NetworkUnavailable",
+            ]
+            .iter()
+            .map(|t| NodeCondition {
+                condition_type: t.to_string(),
+                status: "False".into(),
+                since: Some(0),
+            })
+            .chain([NodeCondition {
+                condition_type: "Ready".into(),
+                status: if i % 50 == 0 { "False" } else { "True" }.into(),
+                since: Some(0),
+            }])
+            .collect(),
+            policies: policies.clone(),
+            deleting: false,
+        })
+        .collect()
+}
+
+fn repair(c: &mut Criterion) {
+    let mut group = c.benchmark_group("repair");
+    for nodes in SIZES {
+        let input = repair_input(nodes);
+        group.bench_with_input(BenchmarkId::from_parameter(nodes), &input, |b, n| {
+            b.iter(|| engine::disruption::repair::repair(3_600, n));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, disruption, repair);
 criterion_main!(benches);

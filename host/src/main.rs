@@ -34,8 +34,7 @@ fn main() -> std::process::ExitCode {
 /// The heap is tens of thousands of small objects spread thin over the
 /// allocator's arena. Backed by 2 MiB transparent huge pages (mimalloc asks
 /// for them; some hosts give them unasked), every partly used region stays
-/// resident whole: with 1,000 nodes and 10,000 pods the controller's RSS was
-/// a third higher with them than without.
+/// resident whole, and the controller's RSS grows with them.
 ///
 /// The setting is the process's, so it also covers the arena mapped before
 /// `main`; a kernel without it refuses and nothing changes.
@@ -51,8 +50,8 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// mimalloc hands freed pages back to the OS no sooner than a second after
 /// they empty (`purge_delay`, 1,000 ms by default). The controller frees in
-/// bursts (a disruption pass, a batch, a relist); purging at once, a fresh
-/// controller against 1,000 nodes and 10,000 pods held 2.7-4.5 MiB less.
+/// bursts (a disruption pass, a batch, a relist), and purging at once keeps
+/// less of each burst resident.
 ///
 /// Called first in `main`: the option is not thread-safe to set.
 #[cfg(feature = "mimalloc")]

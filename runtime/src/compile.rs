@@ -2,10 +2,10 @@
 //!
 //! The controller compiles in a child process running its own executable
 //! (`karpenter plugin compile`). Cranelift's code, its worker threads and its
-//! allocations then never become resident in the long-lived process. In
-//! process, they held 16 MiB more RSS after a start with an empty precompiled
-//! cache than after one from the cache, and in the chart (an emptyDir) every
-//! start is such a start. A plugin that crashes or exhausts the compiler
+//! allocations then never become resident in the long-lived process, which
+//! otherwise keeps more after a start with an empty precompiled cache than
+//! after one from the cache; in the chart (an emptyDir) every start is such
+//! a start. A plugin that crashes or exhausts the compiler
 //! takes the child down, not the controller.
 
 use super::runtime::engine_config;
@@ -17,9 +17,8 @@ use tokio::io::AsyncWriteExt;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// A compile that takes longer is abandoned and the plugin reported broken.
-/// The largest plugin we ship (a JavaScript one, 38 MB of machine code)
-/// compiles in well under a minute on two cores.
+/// A compile that takes longer is abandoned and the plugin reported broken;
+/// generous, since a JavaScript or Python plugin is tens of MB of code.
 const CHILD_DEADLINE: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Default)]

@@ -26,9 +26,9 @@ use wasmtime::{Store, UpdateDeadline};
 const MAX_WARM: usize = 8;
 /// An instance whose linear memory grew past this (a large list, say) is
 /// dropped after its call rather than kept warm: memories never shrink.
-/// Plugins built with Rust's defaults start at 1.06 MiB (a 1 MiB stack and
-/// their data). At 4 MiB, the instance that had listed 1,000 kwok Nodes
-/// (about 3 MiB, in pages of 50) was kept, and its memory stayed resident.
+/// Just above what a plugin built with Rust's defaults starts with (a 1 MiB
+/// stack and its data), so an instance that listed a large cluster is not
+/// kept with that memory resident.
 const MAX_WARM_MEMORY: usize = 2 << 20;
 
 /// Why a call failed. `Provider` is the plugin's own typed answer; the others

@@ -7,7 +7,8 @@
 //! `emptiness`, `drift`, `multi_node` then `single_node` consolidation (both
 //! built on `consolidation`). Before them, `candidates` sorts out which nodes may be
 //! disrupted at all and `budgets` how many per NodePool and reason; `expiration`
-//! is its own forceful list. Simulations (`simulation`) run the provisioning
+//! is its own forceful list, and `repair` (unhealthy nodes, from the
+//! provider's repair policies) its own decision. Simulations (`simulation`) run the provisioning
 //! scheduler with nodes removed. `cron` and `duration` read budget schedules
 //! and Go durations; `pdb` reads PodDisruptionBudgets.
 //!
@@ -33,6 +34,7 @@ mod multi_node;
 mod notes;
 mod pdb;
 pub mod plan;
+pub mod repair;
 mod simulation;
 mod single_node;
 pub mod snapshot;

@@ -43,6 +43,9 @@ pub struct Cluster {
     pub node_events: broadcast::Sender<NodeChange>,
     /// A NodeClaim changed or went away: the lifecycle reconciles it.
     pub node_claim_events: broadcast::Sender<ObjectRef<NodeClaim>>,
+    /// How the watchers list: the NodeClass watchers, started later, list
+    /// the same way.
+    pub lists: InitialList,
 }
 
 /// Which Node changed: enough to look it, or its NodeClaim, up. Signals
@@ -57,9 +60,9 @@ pub struct NodeChange {
 
 /// Signals are hints (every loop also looks again on a timer, and one that
 /// missed some looks at every object again), so a slow subscriber may skip
-/// some rather than hold memory. Each channel allocates its slots up front:
-/// at 4,096 the three took about 0.9 MB. Every subscriber only hands a
-/// signal on, so none falls a thousand behind.
+/// some rather than hold memory. Each channel allocates its slots up front,
+/// so the buffer is no larger than a subscriber could fall behind: every
+/// subscriber only hands a signal on.
 const SIGNAL_BUFFER: usize = 1024;
 
 impl Cluster {
@@ -142,6 +145,7 @@ impl Cluster {
             provision: provision_tx,
             node_events: nodes_tx,
             node_claim_events: claims_tx,
+            lists,
         }
     }
 

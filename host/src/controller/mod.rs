@@ -87,6 +87,7 @@ pub struct Ctx {
     pub client: Client,
     pub registry: Arc<Registry>,
     pub cluster: cluster::Cluster,
+    pub node_classes: node_classes::NodeClasses,
     pub events: Arc<events::Events>,
     pub metrics: Arc<metrics::Metrics>,
     pub instance_types: instance_types::InstanceTypeCache,
@@ -111,7 +112,12 @@ impl Ctx {
         metrics: Arc<metrics::Metrics>,
         options: Options,
     ) -> Arc<Ctx> {
+        let node_classes = node_classes::NodeClasses::new(client.clone(), cluster.lists);
+        // Watch the kinds the plugins serve now, so the first launch finds
+        // its NodeClass listed; a plugin loaded later is watched on first use.
+        node_classes.watch(&registry);
         Arc::new(Ctx {
+            node_classes,
             events: Arc::new(events::Events::new(client.clone(), &options.identity)),
             client,
             registry,

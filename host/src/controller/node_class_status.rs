@@ -19,7 +19,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     loop {
         tick.tick().await;
         for plugin in ctx.registry.plugins() {
-            match node_classes::list_of(&ctx.client, &plugin).await {
+            match ctx.node_classes.list_of(&plugin).await {
                 // Every NodeClass was shown to the plugin: garbage collection
                 // may now trust what it says exists.
                 Ok(objects) => {
@@ -38,12 +38,12 @@ pub async fn run(ctx: Arc<Ctx>) {
 async fn validate_all(
     ctx: &Ctx,
     plugin: &Plugin,
-    objects: Vec<(wit::NodeClassKind, DynamicObject)>,
+    objects: Vec<(wit::NodeClassKind, Arc<DynamicObject>)>,
 ) -> bool {
     let mut answered = true;
     for (kind, object) in objects {
         let name = object.name_any();
-        let json = match serde_json::to_value(&object) {
+        let json = match serde_json::to_value(&*object) {
             Ok(j) => j,
             Err(e) => {
                 tracing::warn!(error = %e, "NodeClass as JSON");

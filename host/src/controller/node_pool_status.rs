@@ -85,7 +85,7 @@ async fn update(ctx: &Ctx, np: &NodePool) -> anyhow::Result<()> {
     let (class_status, reason, message) =
         match node_classes::resolve(&ctx.registry, &r.group, &r.kind) {
             Err(e) => ("False", "NodeClassNotFound", format!("{e:#}")),
-            Ok((_, kind)) => match node_classes::get(&ctx.client, &kind, &r.name).await? {
+            Ok((_, kind)) => match ctx.node_classes.get(&kind, &r.name).await? {
                 None => (
                     "False",
                     "NodeClassNotFound",

@@ -5,9 +5,8 @@
 //! for their hostname, and the same capacity; those parts are [`Shared`], so
 //! 1,000 such Nodes keep a few copies. Of the annotations, which kubelets,
 //! CSI drivers and network plugins fill with the Node's own details, only
-//! Karpenter's own (`karpenter.sh/...`) are kept, in the metadata. A heap
-//! profile at 1,000 kwok Nodes put a full (trimmed) Node at about 7 KB,
-//! mostly label and resource maps.
+//! Karpenter's own (`karpenter.sh/...`) are kept, in the metadata: label and
+//! resource maps were most of a full (trimmed) Node's heap.
 
 use super::shared::{Shared, poolable};
 use k8s_openapi::api::core::v1 as core;

@@ -13,6 +13,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every controller acts on every NodePool in the cluster, so the tests
+/// that run one take turns: two tests' controllers would launch for each
+/// other's pods. Every end-to-end case takes it first.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[derive(Clone)]
 pub struct Cluster {
     /// Its name for tests/cluster/{up,restart,down}.
@@ -718,4 +723,48 @@ impl Controller {
 /// The cluster's helm, built with its other binaries.
 pub fn helm_bin(c: &Cluster) -> PathBuf {
     std::path::Path::new(&c.kubectl).with_file_name("helm")
+}
+
+/// The API server's request counts (`apiserver_request_total`), by verb and
+/// resource (`nodeclaims`, `kwoknodeclasses`, ...), summed over codes.
+/// Counts are the whole server's: diff two readings around what is measured.
+pub async fn api_requests(client: &Client) -> BTreeMap<(String, String), f64> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(request).await.expect("/metrics");
+    let mut out = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let key = (label("verb"), label("resource"));
+        *out.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+/// What `api_requests` counted between two readings, for these resources.
+pub fn requests_between(
+    before: &BTreeMap<(String, String), f64>,
+    after: &BTreeMap<(String, String), f64>,
+    resources: &[&str],
+) -> BTreeMap<(String, String), f64> {
+    after
+        .iter()
+        .filter(|((_, r), _)| resources.contains(&r.as_str()))
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v > 0.0)
+        .collect()
 }

@@ -61,9 +61,8 @@ pub fn get(name: &str) -> Result<Option<Instance>, Error> {
 }
 
 /// Nodes per page of a list. Pages keep the instance's memory small: a
-/// linear memory never shrinks, and a Node with its managed fields is about
-/// 10 KB of JSON, read whole before it is parsed. At 200 a page, a list of
-/// 1,000 Nodes grew the instance by about 3 MiB.
+/// linear memory never shrinks, and a Node with its managed fields is
+/// kilobytes of JSON, read whole before it is parsed.
 const PAGE: usize = 50;
 
 pub fn list() -> Result<Vec<Instance>, Error> {

@@ -142,7 +142,7 @@ impl Observer {
 async fn provider_drift(ctx: &Ctx, c: &NodeClaim) -> anyhow::Result<Option<String>> {
     let r = &c.spec.node_class_ref;
     let (plugin, kind) = node_classes::resolve(&ctx.registry, &r.group, &r.kind)?;
-    let Some((_, class)) = node_classes::get(&ctx.client, &kind, &r.name).await? else {
+    let Some((_, class)) = ctx.node_classes.get(&kind, &r.name).await? else {
         return Ok(None);
     };
     let claim = records::node_claim(c, None)?;

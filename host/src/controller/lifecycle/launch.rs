@@ -2,13 +2,13 @@
 //! instance. Creation is idempotent by NodeClaim name on the plugin's side,
 //! so a launch interrupted by a crash is simply asked for again.
 
+use super::launch_failure::{self, LaunchFailure};
 use super::{Step, delete_node_claim as delete, plugin_output};
 use crate::controller::{Ctx, conditions, node_classes};
 use crate::crds::nodeclaim::conditions::LAUNCHED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::records;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use karpenter_runtime::wit;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ pub(crate) async fn launch(
             return Ok(Step::Wait(Duration::from_secs(30)));
         }
     };
-    let Some((_, class)) = node_classes::get(&ctx.client, &kind, &r.name).await? else {
+    let Some((_, class)) = ctx.node_classes.get(&kind, &r.name).await? else {
         not_launched(
             status,
             "NodeClassNotFound",
@@ -71,52 +71,27 @@ pub(crate) async fn launch(
         Ok(i) => i,
         Err(e) => {
             let message = e.to_string();
-            return match e.provider_error() {
-                Some(wit::Error::InsufficientCapacity(ic)) => {
-                    // A provider that names no offering gets every offering
-                    // the NodeClaim allowed marked, or the next batch would
-                    // ask for the same thing at once.
-                    let failed = if ic.offerings.is_empty() {
-                        allowed_offerings(nc)
-                    } else {
-                        ic.offerings.clone()
-                    };
-                    ctx.unavailable.mark(&failed, Instant::now());
-                    ctx.events
-                        .warning(
-                            nc,
-                            "InsufficientCapacityError",
-                            format!("NodeClaim {} event: {message}", nc.name_any()),
-                        )
-                        .await;
+            let failure = launch_failure::decide(nc, e.provider_error(), &message);
+            let (reason, event) = failure.event(&nc.name_any(), &message);
+            ctx.events.warning(nc, reason, event).await;
+            return match failure {
+                LaunchFailure::Unavailable { offerings } => {
+                    ctx.unavailable.mark(&offerings, Instant::now());
                     tracing::info!(nodeclaim = %nc.name_any(), error = %message, "insufficient capacity; deleting the NodeClaim");
                     delete(ctx, nc).await?;
                     Ok(Step::Deleted)
                 }
-                Some(wit::Error::NodeClassNotReady(m)) => {
-                    ctx.events
-                        .warning(
-                            nc,
-                            "NodeClassNotReady",
-                            format!("NodeClaim {} event: {m}", nc.name_any()),
-                        )
-                        .await;
+                LaunchFailure::NodeClassNotReady { .. } => {
                     delete(ctx, nc).await?;
                     Ok(Step::Deleted)
                 }
-                Some(wit::Error::CreateError(c)) => {
-                    not_launched(status, &c.reason, &c.message);
-                    ctx.events.warning(nc, "LaunchFailed", message).await;
-                    Ok(Step::Wait(Duration::from_secs(if c.retryable {
-                        10
-                    } else {
-                        60
-                    })))
-                }
-                _ => {
-                    not_launched(status, "LaunchFailed", &message);
-                    ctx.events.warning(nc, "LaunchFailed", message).await;
-                    Ok(Step::Wait(Duration::from_secs(15)))
+                LaunchFailure::Retry {
+                    reason,
+                    message,
+                    after,
+                } => {
+                    not_launched(status, &reason, &message);
+                    Ok(Step::Wait(after))
                 }
             };
         }
@@ -209,35 +184,4 @@ pub(crate) async fn launch(
         .await;
     tracing::info!(nodeclaim = %nc.name_any(), provider_id = %instance.provider_id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     Ok(Step::Continue)
-}
-
-/// Every (instance type, zone, capacity type) the NodeClaim's `In`
-/// requirements allow.
-fn allowed_offerings(nc: &NodeClaim) -> Vec<wit::OfferingRef> {
-    let values = |key: &str| -> Vec<String> {
-        nc.spec
-            .requirements
-            .iter()
-            .find(|r| r.key == key && r.operator == "In")
-            .map(|r| r.values.clone())
-            .unwrap_or_default()
-    };
-    let (types, zones, capacity_types) = (
-        values(labels::INSTANCE_TYPE),
-        values(labels::ZONE),
-        values(labels::CAPACITY_TYPE),
-    );
-    let mut out = Vec::new();
-    for t in &types {
-        for z in &zones {
-            for c in &capacity_types {
-                out.push(wit::OfferingRef {
-                    instance_type: t.clone(),
-                    zone: z.clone(),
-                    capacity_type: c.clone(),
-                });
-            }
-        }
-    }
-    out
 }

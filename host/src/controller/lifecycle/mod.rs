@@ -6,6 +6,7 @@
 
 mod initialization;
 mod launch;
+mod launch_failure;
 mod plugin_output;
 mod registration;
 pub mod termination;

@@ -1,7 +1,7 @@
 //! Plugins' HTTP goes through the host's client: HTTP/2 where the endpoint
 //! speaks it (gRPC needs it), HTTP/1.1 elsewhere, only to allowed hosts.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use http_body_util::Full;

@@ -5,11 +5,11 @@
 //! the plugin wrote.
 //!
 //!     tests/cluster/up e2e && make plugins
-//!     KARPENTER_TEST_CLUSTER=e2e cargo test -p karpenter-host --test nebius -- --ignored --nocapture
+//!     KARPENTER_TEST_CLUSTER=e2e cargo test -p karpenter-host --test end_to_end -- --ignored --nocapture nebius::
 
-mod common;
+use crate::common;
 
-use common::cluster::{self as e2e, Cluster, Controller};
+use common::cluster::{self as e2e, Cluster, Controller, SERIAL};
 use common::nebius::{HUB_ADDRESS, emulator, nebius_plugin};
 use k8s_openapi::api::core::v1::{Event, Node};
 use karpenter::crds::NodeClaim;
@@ -17,12 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use nebius_emulator::Emulator;
 use serde_json::json;
 use std::collections::HashSet;
-use std::sync::LazyLock;
 use std::time::Duration;
-
-/// The scenarios share one cluster, and each runs its own controller: one at
-/// a time.
-static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 fn setup_crds(c: &Cluster) {
     e2e::install_crds(c);

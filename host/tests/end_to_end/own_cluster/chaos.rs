@@ -11,9 +11,9 @@
 //! disrupted node went before the nodes launched to replace it were ready.
 //!
 //!     tests/cluster/up chaos && make plugins && cargo build --release -p azure-emulator
-//!     KARPENTER_TEST_CLUSTER=chaos cargo test --release -p karpenter-host --test chaos -- --ignored --nocapture
+//!     KARPENTER_TEST_CLUSTER=chaos cargo test --release -p karpenter-host --test end_to_end -- --ignored --nocapture own_cluster::chaos::
 
-mod common;
+use crate::common;
 
 use common::arm::{self, ArmEmulator};
 use common::cluster::*;

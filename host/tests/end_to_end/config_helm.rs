@@ -3,7 +3,7 @@
 //! look like AKS), and with missing or malformed input files (a clear error,
 //! nothing written).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::Path;
@@ -158,6 +158,7 @@ fn missing_or_malformed_files_are_errors_and_nothing_is_written() {
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn with_a_cluster_it_reads_the_api_server_and_makes_a_bootstrap_token() {
+    let _serial = SERIAL.lock().await;
     use common::cluster::*;
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::Api;

@@ -4,18 +4,14 @@
 //! JavaScript plugin's nodes. Needs `tests/cluster/up NAME`,
 //! `KARPENTER_TEST_CLUSTER=NAME`, `make plugins js-plugins`.
 
-mod common;
+use crate::common;
 
 use common::cluster::*;
 use karpenter_runtime::{PluginConfig, RuntimeOptions};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
-
-/// The scenarios share the cluster's Nodes: one at a time.
-static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 fn plugin_path(name: &str) -> PathBuf {
     repo().join("target/plugins").join(format!("{name}.wasm"))

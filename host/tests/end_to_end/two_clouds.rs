@@ -6,9 +6,9 @@
 //! kubelets.
 //!
 //!     tests/cluster/up e2e && make plugins && cargo build -p azure-emulator
-//!     KARPENTER_TEST_CLUSTER=e2e cargo test -p karpenter-host --test two_clouds -- --ignored --nocapture
+//!     KARPENTER_TEST_CLUSTER=e2e cargo test -p karpenter-host --test end_to_end -- --ignored --nocapture two_clouds::
 
-mod common;
+use crate::common;
 
 use common::arm::{self, ArmEmulator};
 use common::cluster::*;
@@ -108,6 +108,7 @@ async fn placements(client: &kube::Client, ns: &str) -> Vec<(String, String, Str
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER, `make plugins` and the azure-emulator binary"]
 async fn azure_and_nebius_pools_in_one_controller() {
+    let _serial = SERIAL.lock().await;
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);

@@ -1,7 +1,7 @@
 //! `karpenter simulate` end to end over real plugins: manifests in, a plan
 //! and reasons out.
 
-mod common;
+use crate::common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;

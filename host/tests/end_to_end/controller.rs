@@ -3,7 +3,7 @@
 //! `tests/cluster/up NAME` and `KARPENTER_TEST_CLUSTER=NAME`; `.ci/run` does
 //! both. The scenarios share one cluster, so they run one at a time.
 
-mod common;
+use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -12,11 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
-
-/// One scenario at a time: each runs its own controller over the whole cluster.
-static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]

@@ -1,7 +1,7 @@
 //! Plugins load from a directory laid out like a mounted ConfigMap, and a
 //! kubelet-style `..data` symlink swap replaces them in the running host.
 
-mod common;
+use crate::common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;

@@ -3,7 +3,8 @@
 //! `KARPENTER_TEST_CLUSTER=NAME`; `.ci/run` does both and runs the ignored
 //! tests.
 
-mod common;
+use crate::common;
+use common::cluster::SERIAL;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -92,6 +93,7 @@ async fn node_ready(c: &Cluster, name: &str) -> Option<bool> {
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn kwok_instances_are_nodes_that_become_ready() {
+    let _serial = SERIAL.lock().await;
     let c = cluster();
     let secrets = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(secrets.path().join("kube")).expect("mkdir");

@@ -7,7 +7,7 @@
 //! cluster from `tests/cluster/up NAME` with `KARPENTER_TEST_CLUSTER=NAME`
 //! (helm and kubectl come from its bin directory); `.ci/run` does both.
 
-mod common;
+use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::ByteString;
@@ -21,11 +21,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::LazyLock;
 use std::time::Duration;
-
-/// The cluster-wide objects and the CRDs are shared: one scenario at a time.
-static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 fn chart() -> PathBuf {
     repo().join("charts/karpenter")
@@ -183,6 +179,7 @@ fn assert_least_privilege(docs: &[Value]) {
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER (and helm from its bin directory)"]
 async fn lint_and_render_the_seed_values() {
+    let _serial = SERIAL.lock().await;
     let c = cluster();
     let seed = seed_values();
     helm(

@@ -8,7 +8,7 @@
 //! `make plugins`, and the emulator binary next to this test's
 //! (`cargo build -p azure-emulator`, same profile) or at AZURE_EMULATOR_BIN.
 
-mod common;
+use crate::common;
 
 use common::arm::{ArmEmulator, TENANT, vms};
 use common::cluster::*;
@@ -130,6 +130,7 @@ async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn the_seed_azure_flow_on_the_arm_emulator() {
+    let _serial = SERIAL.lock().await;
     let c = cluster();
     let client = client(&c).await;
     install_crds(&c);

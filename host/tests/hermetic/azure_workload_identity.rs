@@ -2,7 +2,7 @@
 //! a real HTTPS token endpoint on 127.0.0.1 with a CA made here, driven by
 //! the real `azure_identity` credential through the host's transport.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

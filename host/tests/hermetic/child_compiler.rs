@@ -3,7 +3,7 @@
 //! precompiled cache, and a plugin that does not compile is refused with the
 //! compiler's own message.
 
-mod common;
+use crate::common;
 
 use karpenter_runtime::{Compiler, PluginConfig, Runtime, RuntimeOptions};
 use std::path::PathBuf;

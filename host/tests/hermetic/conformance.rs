@@ -2,7 +2,7 @@
 //! keeps the contract passes; each that breaks one rule fails exactly that
 //! check, with a message naming what is wrong.
 
-mod common;
+use crate::common;
 
 use karpenter::conformance::{self, Outcome, Report};
 use karpenter_runtime::PluginConfig;

@@ -2,7 +2,7 @@
 //! takes minutes). On a cluster from `tests/cluster/up NAME`:
 //!
 //!     KARPENTER_TEST_CLUSTER=NAME cargo test --release -p karpenter-host \
-//!       --test controller_scale -- --ignored --nocapture
+//!       --test end_to_end -- --ignored --nocapture own_cluster::controller_scale::
 //!
 //! 1,000 pods that each need their own node: the time from the batch closing
 //! to all 1,000 NodeClaims created (from the controller's own log), then
@@ -26,7 +26,7 @@
 //! own `heaptrack.karpenter.NUMBER.zst` in `host/` (an `-o` name is used as
 //! given, so two controllers would share it).
 
-mod common;
+use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::api::core::v1::Pod;

@@ -2,7 +2,7 @@
 //! volume or an HTTPS URL pinned by sha256, and refuses bytes whose digest is
 //! not the pinned one before compiling anything.
 
-mod common;
+use crate::common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;

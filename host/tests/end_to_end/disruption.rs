@@ -3,7 +3,7 @@
 //! `KARPENTER_TEST_CLUSTER` (see tests/controller.rs). Disruption passes run
 //! every 2 s with a 5 s validation here, to keep the scenarios short.
 
-mod common;
+use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::api::events::v1::Event;
@@ -12,10 +12,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
-
-static SERIAL: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 const FAST: [&str; 5] = [
     "--disable-leader-election",
@@ -564,5 +561,90 @@ async fn a_taint_left_by_a_dead_leader_is_removed() {
         "the new controller removed it"
     );
     assert_eq!(kwok_nodes(client, pool).await.len(), 2, "no node removed");
+    clean_up(client, ns, pool).await;
+}
+
+/// With NodeRepair on, a node whose Ready condition has said False for
+/// longer than its plugin tolerates (the kwok plugin: 30 minutes) has its
+/// NodeClaim deleted. kwok lets go of the node first, or it would mark it
+/// Ready again at once.
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn an_unhealthy_node_is_repaired() {
+    let s = scenario("repair").await;
+    let (c, client, ns, pool) = (&s.c, &s.client, s.ns.as_str(), s.pool.as_str());
+    apply(c, node_pool(pool, requirements_on_demand_amd64()));
+    apply(c, deployment(ns, "inflate", pool, 1, "500m", false));
+    let mut args = FAST.to_vec();
+    args.extend(["--feature-gates", "NodeRepair=true"]);
+    let _controller = Controller::start(c, &[], &args);
+    wait_for("1 pod running", Duration::from_secs(120), || {
+        pods_running(client, ns, "inflate", 1)
+    })
+    .await;
+    // The node keeps no pod, so its deletion waits on no drain.
+    scale(client, ns, "inflate", 0).await;
+    wait_for("no pod left", Duration::from_secs(60), || async {
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default().labels("app=inflate"))
+            .await
+            .map_err(|e| e.to_string())?;
+        match pods.items.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} pods")),
+        }
+    })
+    .await;
+    let claims = claims_of(client, pool).await;
+    assert_eq!(claims.len(), 1, "one node for one pod");
+    let claim = claims[0].name_any();
+    let node = claims[0].node_name().expect("registered").to_string();
+
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone());
+    nodes
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"kwok.x-k8s.io/node": null}}})),
+        )
+        .await
+        .expect("kwok lets go of the node");
+    let an_hour_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1)).to_string();
+    nodes
+        .patch_status(
+            &node,
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [{
+                "type": "Ready",
+                "status": "False",
+                "reason": "KubeletNotReady",
+                "message": "container runtime is down",
+                "lastHeartbeatTime": an_hour_ago,
+                "lastTransitionTime": an_hour_ago,
+            }]}})),
+        )
+        .await
+        .expect("the node's Ready condition set");
+
+    wait_for(
+        "the NodeClaim repaired",
+        Duration::from_secs(60),
+        || async {
+            let left = claim_names(client, pool).await;
+            if left.contains(&claim) {
+                Err(format!("{claim} still there"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    assert!(
+        events_of(client, &claim)
+            .await
+            .iter()
+            .any(|e| e == &format!("NodeRepair: Repairing NodeClaim: node {node} is unhealthy")),
+        "the NodeClaim says why it went"
+    );
     clean_up(client, ns, pool).await;
 }

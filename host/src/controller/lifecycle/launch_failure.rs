@@ -1,0 +1,207 @@
+//! What a failed create means for its NodeClaim, decided from the plugin's
+//! error alone; `launch.rs` carries it out.
+
+use crate::crds::NodeClaim;
+use karpenter_runtime::wit;
+use std::time::Duration;
+use vocabulary::{Operator, labels};
+
+#[derive(Debug)]
+pub enum LaunchFailure {
+    /// Out of capacity: these offerings are marked unavailable for a while
+    /// and the NodeClaim is deleted, so the next batch chooses again.
+    Unavailable { offerings: Vec<wit::OfferingRef> },
+    /// The NodeClass cannot launch now: the NodeClaim is deleted.
+    NodeClassNotReady { message: String },
+    /// The NodeClaim stays, Launched=False for `reason`, and is tried again
+    /// after `after`.
+    Retry {
+        reason: String,
+        message: String,
+        after: Duration,
+    },
+}
+
+impl LaunchFailure {
+    /// The Warning event the NodeClaim gets: (reason, message).
+    pub fn event(&self, node_claim: &str, message: &str) -> (&'static str, String) {
+        match self {
+            LaunchFailure::Unavailable { .. } => (
+                "InsufficientCapacityError",
+                format!("NodeClaim {node_claim} event: {message}"),
+            ),
+            LaunchFailure::NodeClassNotReady { message } => (
+                "NodeClassNotReady",
+                format!("NodeClaim {node_claim} event: {message}"),
+            ),
+            LaunchFailure::Retry { .. } => ("LaunchFailed", message.to_string()),
+        }
+    }
+}
+
+/// `error` is the provider's typed error, if the call got that far;
+/// `message` the whole error as text.
+pub fn decide(nc: &NodeClaim, error: Option<&wit::Error>, message: &str) -> LaunchFailure {
+    match error {
+        Some(wit::Error::InsufficientCapacity(ic)) => LaunchFailure::Unavailable {
+            // A provider that names no offering gets every offering the
+            // NodeClaim allowed marked, or the next batch would ask for the
+            // same thing at once.
+            offerings: if ic.offerings.is_empty() {
+                allowed_offerings(nc)
+            } else {
+                ic.offerings.clone()
+            },
+        },
+        Some(wit::Error::NodeClassNotReady(m)) => {
+            LaunchFailure::NodeClassNotReady { message: m.clone() }
+        }
+        Some(wit::Error::CreateError(c)) => LaunchFailure::Retry {
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            after: Duration::from_secs(if c.retryable { 10 } else { 60 }),
+        },
+        _ => LaunchFailure::Retry {
+            reason: "LaunchFailed".into(),
+            message: message.to_string(),
+            after: Duration::from_secs(15),
+        },
+    }
+}
+
+/// Every (instance type, zone, capacity type) the NodeClaim's `In`
+/// requirements allow.
+pub fn allowed_offerings(nc: &NodeClaim) -> Vec<wit::OfferingRef> {
+    let values = |key: &str| -> Vec<String> {
+        nc.spec
+            .requirements
+            .iter()
+            .find(|r| r.key == key && r.operator == Operator::In.as_str())
+            .map(|r| r.values.clone())
+            .unwrap_or_default()
+    };
+    let (types, zones, capacity_types) = (
+        values(labels::INSTANCE_TYPE),
+        values(labels::ZONE),
+        values(labels::CAPACITY_TYPE),
+    );
+    let mut out = Vec::new();
+    for t in &types {
+        for z in &zones {
+            for c in &capacity_types {
+                out.push(wit::OfferingRef {
+                    instance_type: t.clone(),
+                    zone: z.clone(),
+                    capacity_type: c.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-x"},
+            "spec": {
+                "nodeClassRef": {"group": "g", "kind": "K", "name": "n"},
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["a", "b"]},
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+                ],
+            },
+        }))
+        .expect("a NodeClaim")
+    }
+
+    fn offering(t: &str, z: &str, c: &str) -> wit::OfferingRef {
+        wit::OfferingRef {
+            instance_type: t.into(),
+            zone: z.into(),
+            capacity_type: c.into(),
+        }
+    }
+
+    fn short(o: &wit::OfferingRef) -> String {
+        format!("{}/{}/{}", o.instance_type, o.zone, o.capacity_type)
+    }
+
+    #[test]
+    fn no_capacity_marks_what_the_provider_named_or_everything_the_claim_allowed() {
+        let named = wit::Error::InsufficientCapacity(wit::InsufficientCapacity {
+            message: "none".into(),
+            offerings: vec![offering("b", "z1", "spot")],
+        });
+        let LaunchFailure::Unavailable { offerings } = decide(&claim(), Some(&named), "") else {
+            panic!("not unavailable");
+        };
+        assert_eq!(
+            offerings.iter().map(short).collect::<Vec<_>>(),
+            ["b/z1/spot"]
+        );
+
+        let unnamed = wit::Error::InsufficientCapacity(wit::InsufficientCapacity {
+            message: "none".into(),
+            offerings: vec![],
+        });
+        let LaunchFailure::Unavailable { offerings } = decide(&claim(), Some(&unnamed), "") else {
+            panic!("not unavailable");
+        };
+        assert_eq!(
+            offerings.iter().map(short).collect::<Vec<_>>(),
+            ["a/z1/spot", "a/z1/on-demand", "b/z1/spot", "b/z1/on-demand"]
+        );
+    }
+
+    #[test]
+    fn a_create_error_keeps_the_claim_and_retries_sooner_when_retryable() {
+        let create = |retryable| {
+            wit::Error::CreateError(wit::CreateError {
+                reason: "QuotaExceeded".into(),
+                message: "over quota".into(),
+                retryable,
+            })
+        };
+        let after = |e: &wit::Error| match decide(&claim(), Some(e), "") {
+            LaunchFailure::Retry { reason, after, .. } => {
+                assert_eq!(reason, "QuotaExceeded");
+                after
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(after(&create(true)) < after(&create(false)));
+    }
+
+    #[test]
+    fn other_failures_retry_as_launch_failed_and_not_ready_deletes() {
+        let other = decide(&claim(), None, "plugin trapped");
+        let LaunchFailure::Retry {
+            reason,
+            message,
+            after,
+        } = &other
+        else {
+            panic!("{other:?}");
+        };
+        assert_eq!(
+            (reason.as_str(), message.as_str(), *after),
+            ("LaunchFailed", "plugin trapped", Duration::from_secs(15))
+        );
+        assert_eq!(other.event("default-x", "plugin trapped").0, "LaunchFailed");
+        let not_ready = wit::Error::NodeClassNotReady("no subnet".into());
+        let decided = decide(&claim(), Some(&not_ready), "");
+        assert_eq!(
+            decided.event("default-x", ""),
+            (
+                "NodeClassNotReady",
+                "NodeClaim default-x event: no subnet".to_string()
+            )
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! The end-to-end tests, in one binary: every case needs a cluster from
+//! `tests/cluster/up NAME` (`KARPENTER_TEST_CLUSTER=NAME`) and is ignored
+//! as `needs a cluster: ...`, so `cargo test -- --ignored` runs them all; CI
+//! does, so a new one cannot be forgotten. Cases that need a cluster of
+//! their own (they restart its API server, or measure it) live under
+//! `own_cluster` and run apart.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod api_reads;
+mod azure_cluster;
+mod chart;
+mod config_helm;
+mod conformance_cluster;
+mod controller;
+mod disruption;
+mod kwok_cluster;
+mod nebius;
+mod own_cluster;
+mod two_clouds;

@@ -1,0 +1,4 @@
+//! Cases that need a control plane to themselves.
+
+mod chaos;
+mod controller_scale;

@@ -1,0 +1,16 @@
+//! The host's tests that need no cluster, in one binary: each module is one
+//! of the host's concerns. Tests that measure the whole process (peak RSS,
+//! allocations) keep binaries of their own (`sandbox.rs`, `store_memory.rs`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod azure_workload_identity;
+mod child_compiler;
+mod conformance;
+mod crds;
+mod outbound_http;
+mod plugin_sources;
+mod registry;
+mod simulate;
+mod snapshot;
