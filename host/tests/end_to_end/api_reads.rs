@@ -25,7 +25,13 @@ async fn a_launch_reads_its_node_class_from_the_store() {
     let (ns, pool) = ("e2e-api-reads", "api-reads");
     namespace(&client, ns).await;
     apply(&c, node_class());
-    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
+    let mut np = node_pool(pool, requirements_on_demand_amd64());
+    // No limits: at scale they would hold launches back, which is not what
+    // this measures.
+    if let Some(spec) = np["spec"].as_object_mut() {
+        spec.remove("limits");
+    }
+    apply(&c, np);
     apply(&c, deployment(ns, "one-per-node", pool, 0, "100m", true));
     let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
     let launches = launches();
@@ -54,6 +60,9 @@ async fn a_launch_reads_its_node_class_from_the_store() {
             n / launched as f64
         );
     }
+    let log = std::env::temp_dir().join("karpenter-api-reads.log");
+    let _ = std::fs::write(&log, controller.log());
+    eprintln!("controller log: {}", log.display());
     let class_gets = counted
         .get(&("GET".to_string(), "kwoknodeclasses".to_string()))
         .copied()
