@@ -15,6 +15,7 @@ use common::cluster::*;
 use common::nebius;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use karpenter::crds::NodeClaim;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -227,8 +228,25 @@ async fn azure_and_nebius_pools_in_one_controller() {
     }
 
     // One VM per NodeClaim in each cloud: no claim was launched in the other
-    // cloud, none twice.
-    let claims: Vec<NodeClaim> = Api::<NodeClaim>::all(client.clone())
+    // cloud, none twice. An emulated VM registers its Node as soon as it is
+    // created, so a pod may run before its NodeClaim's status names the VM.
+    let claims_api = Api::<NodeClaim>::all(client.clone());
+    wait_for(
+        "every NodeClaim launched",
+        Duration::from_secs(60),
+        || async {
+            let claims = claims_api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            match claims.items.iter().find(|nc| nc.provider_id().is_none()) {
+                Some(nc) => Err(format!("{} has no providerID yet", nc.name_any())),
+                None => Ok(()),
+            }
+        },
+    )
+    .await;
+    let claims: Vec<NodeClaim> = claims_api
         .list(&ListParams::default())
         .await
         .expect("claims")
