@@ -1,13 +1,8 @@
-//! The karpenter controller: the imperative shell around the pure `engine`.
-//! It watches Kubernetes, runs provider plugins in wasmtime, and carries out
-//! the engine's plans.
+//! The `karpenter` command: the controller (`karpenter_controller`) and the
+//! tools around it that share its plugins and engine: `simulate`, `explain`,
+//! `bench`, `plugin test` and the conformance suite.
 
 pub mod bench;
 pub mod cli;
 pub mod conformance;
-pub mod controller;
-pub mod crds;
-pub mod records;
 pub mod simulate;
-pub mod slim;
-pub mod snapshot;

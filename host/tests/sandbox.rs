@@ -4,7 +4,7 @@
 
 mod common;
 
-use karpenter::records;
+use karpenter_controller::records;
 use karpenter_runtime::{CallError, Plugin, PluginConfig, Runtime, wit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -326,7 +326,7 @@ async fn a_burst_of_calls_waits_for_memory_instead_of_failing() {
 }
 
 /// A NodePool of the misbehaving plugin's NodeClass, as the API server holds it.
-fn node_pool_object(name: &str) -> karpenter::crds::NodePool {
+fn node_pool_object(name: &str) -> karpenter_controller::crds::NodePool {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -341,7 +341,7 @@ fn node_pool_object(name: &str) -> karpenter::crds::NodePool {
 
 #[tokio::test]
 async fn a_slow_plugin_is_answered_for_by_its_last_catalog_within_the_deadline() {
-    use karpenter::controller::instance_types::InstanceTypeCache;
+    use karpenter_controller::instance_types::InstanceTypeCache;
     let runtime = common::runtime();
     let slow = misbehaving(&runtime, "slow-after-first", |_| {}).await;
     let healthy = misbehaving(&runtime, "healthy", |_| {}).await;

@@ -4,11 +4,11 @@
 //! stores keep them (behind an `Arc`); and what a disruption pass copies
 //! of a cluster of 1,000 such nodes with 10,000 pods.
 
-use karpenter::controller::cluster::{trim, trim_node_claim};
-use karpenter::crds::NodeClaim;
-use karpenter::slim::{Node, Pod};
-use karpenter::snapshot::cluster::Objects;
-use karpenter::snapshot::disruption::{self, Inputs, Observed};
+use karpenter_controller::cluster::{trim, trim_node_claim};
+use karpenter_controller::crds::NodeClaim;
+use karpenter_controller::slim::{Node, Pod};
+use karpenter_controller::snapshot::cluster::Objects;
+use karpenter_controller::snapshot::disruption::{self, Inputs, Observed};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -250,8 +250,8 @@ fn stored_objects_stay_small() {
 
 /// The pool the fixtures belong to (consolidation off, as in the scale
 /// test), over a catalog the size of kwok's: 144 types in the fixtures' zones.
-fn pool() -> (Arc<karpenter::crds::NodePool>, engine::NodePool) {
-    let np: karpenter::crds::NodePool = serde_json::from_value(json!({
+fn pool() -> (Arc<karpenter_controller::crds::NodePool>, engine::NodePool) {
+    let np: karpenter_controller::crds::NodePool = serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": "default"},
         "spec": {

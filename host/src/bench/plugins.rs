@@ -5,10 +5,10 @@
 //! get-instance-types with a default NodeClass and no settings (its embedded
 //! catalog): cold, the first call on a fresh instance, and warm.
 
-use crate::records;
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use karpenter_controller::records;
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::secrets::SecretStore;
 use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions, wit};

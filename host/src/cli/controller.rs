@@ -3,11 +3,11 @@
 //! directory. Options take Karpenter's environment variable names.
 
 use super::files;
-use crate::controller::{self, batcher, leader};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::{Args, ValueEnum};
+use karpenter_controller::{self as controller, batcher, leader};
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::secrets::SecretStore;
 use karpenter_runtime::capabilities::tokens;
@@ -128,8 +128,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             .trim_end_matches('/')
             .to_string()
     });
-    let client =
-        crate::controller::api_client::client(config).context("building the Kubernetes client")?;
+    let client = karpenter_controller::api_client::client(config)
+        .context("building the Kubernetes client")?;
     let ca = match &args.cluster_ca_file {
         Some(p) => files::read_to_string(p)?,
         None => String::new(),

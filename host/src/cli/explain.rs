@@ -4,13 +4,15 @@
 //! decisions the controller runs (without acting on them).
 
 use super::files;
-use crate::controller::{self, Ctx, cluster::Cluster, metrics::Metrics, provisioner};
-use crate::slim::Pod;
-use crate::snapshot::cluster::{is_daemon_set_pod, is_provisionable, is_terminal};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::{Args, Subcommand};
+use karpenter_controller::slim::Pod;
+use karpenter_controller::snapshot::cluster::{is_daemon_set_pod, is_provisionable, is_terminal};
+use karpenter_controller::{
+    self as controller, Ctx, cluster::Cluster, metrics::Metrics, provisioner,
+};
 use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
 use kube::api::Api;
 use std::fmt::Write;

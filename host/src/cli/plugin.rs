@@ -2,10 +2,10 @@
 //! print the CRDs of its NodeClass kinds.
 
 use super::{Output, files};
-use crate::crds::{self, NodePool};
-use crate::records;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
+use karpenter_controller::crds::{self, NodePool};
+use karpenter_controller::records;
 use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, inspect, wit};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

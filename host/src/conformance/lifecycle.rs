@@ -4,7 +4,7 @@
 
 use super::Calls;
 use super::report::Report;
-use crate::records;
+use karpenter_controller::records;
 use karpenter_runtime::{CallError, Plugin, wit};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -13,7 +13,7 @@ mod schema;
 
 pub use report::{Check, Outcome, Report};
 
-use crate::records;
+use karpenter_controller::records;
 use karpenter_runtime::{CallError, Plugin, wit};
 use std::time::{Duration, Instant};
 

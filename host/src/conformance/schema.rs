@@ -4,7 +4,7 @@
 //! under allOf/anyOf/oneOf/not, metadata restricted to name and
 //! generateName), from which the host can build the CRD.
 
-use crate::crds::node_class;
+use karpenter_controller::crds::node_class;
 use karpenter_runtime::wit::NodeClassKind;
 use serde_json::{Map, Value};
 

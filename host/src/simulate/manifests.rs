@@ -2,12 +2,12 @@
 //! serves), Pods, workloads expanded to their replicas, Nodes, DaemonSets and
 //! PodDisruptionBudgets.
 
-use crate::crds::NodePool;
-use crate::slim::Node;
 use anyhow::{Context, bail};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_controller::crds::NodePool;
+use karpenter_controller::slim::Node;
 use serde_json::Value;
 
 #[derive(Default)]

@@ -4,10 +4,10 @@
 
 pub mod manifests;
 
-use crate::crds::NodePool;
-use crate::records;
-use crate::snapshot;
 use anyhow::{Context, bail};
+use karpenter_controller::crds::NodePool;
+use karpenter_controller::records;
+use karpenter_controller::snapshot;
 use karpenter_runtime::{Registry, wit};
 use manifests::Manifests;
 
@@ -34,11 +34,11 @@ pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<S
         })?;
         node_pools.push(snapshot::nodepools::node_pool(np, catalog)?);
     }
-    let all_pods: Vec<crate::slim::Pod> = manifests
+    let all_pods: Vec<karpenter_controller::slim::Pod> = manifests
         .pods
         .iter()
         .cloned()
-        .map(crate::slim::Pod::from)
+        .map(karpenter_controller::slim::Pod::from)
         .collect();
     let mut converter = snapshot::pods::Pods::default();
     let mut nodes = Vec::new();

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use karpenter::crds::{NodeClaim, NodePool};
+use karpenter_controller::crds::{NodeClaim, NodePool};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;

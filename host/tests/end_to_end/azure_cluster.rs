@@ -89,7 +89,7 @@ async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
         .await;
     }
     for pool in [CPU_POOL, GPU_POOL] {
-        let _ = Api::<karpenter::crds::NodePool>::all(client.clone())
+        let _ = Api::<karpenter_controller::crds::NodePool>::all(client.clone())
             .delete(pool, &DeleteParams::default())
             .await;
         if !claims_of(client, pool).await.is_empty() || !pool_nodes(client, pool).await.is_empty() {

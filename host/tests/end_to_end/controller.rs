@@ -7,7 +7,7 @@ use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::api::coordination::v1::Lease;
-use karpenter::crds::NodePool;
+use karpenter_controller::crds::NodePool;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;

@@ -223,7 +223,7 @@ async fn a_zero_budget_blocks_then_empty_nodes_go() {
 
     // Lift the budget: the empty nodes go.
     let patch = json!({"spec": {"disruption": {"budgets": [{"nodes": "10%"}]}}});
-    Api::<karpenter::crds::NodePool>::all(client.clone())
+    Api::<karpenter_controller::crds::NodePool>::all(client.clone())
         .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patch the NodePool");
@@ -298,7 +298,7 @@ async fn two_half_empty_nodes_become_one_honouring_a_pdb() {
         "disruption": {"consolidateAfter": "0s"},
         "template": {"spec": {"requirements": four_cpu_requirements(&["c", "s"])}}
     }});
-    Api::<karpenter::crds::NodePool>::all(client.clone())
+    Api::<karpenter_controller::crds::NodePool>::all(client.clone())
         .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patch the NodePool");
@@ -343,7 +343,7 @@ async fn a_do_not_disrupt_pod_keeps_its_node() {
     let before = claim_names(client, pool).await;
 
     let patch = json!({"spec": {"disruption": {"consolidateAfter": "0s"}}});
-    Api::<karpenter::crds::NodePool>::all(client.clone())
+    Api::<karpenter_controller::crds::NodePool>::all(client.clone())
         .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patch the NodePool");
@@ -403,7 +403,7 @@ async fn a_node_pool_change_drifts_and_replaces_its_nodes() {
 
     let patch =
         json!({"spec": {"template": {"metadata": {"labels": {"e2e": pool, "revision": "2"}}}}});
-    Api::<karpenter::crds::NodePool>::all(client.clone())
+    Api::<karpenter_controller::crds::NodePool>::all(client.clone())
         .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patch the NodePool");

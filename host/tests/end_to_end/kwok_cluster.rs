@@ -8,7 +8,7 @@ use common::cluster::SERIAL;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use karpenter::records;
+use karpenter_controller::records;
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::secrets::SecretStore;
 use karpenter_runtime::{PluginConfig, RuntimeOptions, wit};

@@ -12,7 +12,7 @@ use crate::common;
 use common::cluster::{self as e2e, Cluster, Controller, SERIAL};
 use common::nebius::{HUB_ADDRESS, emulator, nebius_plugin};
 use k8s_openapi::api::core::v1::{Event, Node};
-use karpenter::crds::NodeClaim;
+use karpenter_controller::crds::NodeClaim;
 use kube::api::{Api, DeleteParams, ListParams};
 use nebius_emulator::Emulator;
 use serde_json::json;

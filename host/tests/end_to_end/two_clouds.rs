@@ -14,7 +14,7 @@ use common::arm::{self, ArmEmulator};
 use common::cluster::*;
 use common::nebius;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use karpenter::crds::NodeClaim;
+use karpenter_controller::crds::NodeClaim;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use std::collections::BTreeMap;

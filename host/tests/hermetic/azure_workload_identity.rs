@@ -7,7 +7,7 @@ use crate::common;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
-use karpenter::records;
+use karpenter_controller::records;
 use karpenter_runtime::capabilities::tokens::azure::{
     AzureWorkloadIdentity, WorkloadIdentityOptions,
 };

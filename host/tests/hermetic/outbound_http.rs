@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use karpenter::records;
+use karpenter_controller::records;
 use karpenter_runtime::{PluginConfig, wit};
 use std::collections::BTreeMap;
 use std::convert::Infallible;

@@ -20,7 +20,7 @@ use common::cluster::*;
 use common::nebius;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use karpenter::crds::NodeClaim;
+use karpenter_controller::crds::NodeClaim;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;

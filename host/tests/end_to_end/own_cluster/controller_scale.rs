@@ -30,7 +30,7 @@ use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::api::core::v1::Pod;
-use karpenter::crds::NodeClaim;
+use karpenter_controller::crds::NodeClaim;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use std::time::{Duration, Instant};
 
@@ -207,7 +207,7 @@ async fn create_copies(client: &kube::Client, template: &NodeClaim, n: usize) ->
             let (api, copy) = (api.clone(), copy.clone());
             async move { api.create(&PostParams::default(), &copy).await.is_err() }
         })
-        .buffered(karpenter::controller::provisioner::CREATES_IN_FLIGHT)
+        .buffered(karpenter_controller::provisioner::CREATES_IN_FLIGHT)
         .filter(|failed| std::future::ready(*failed))
         .count()
         .await;

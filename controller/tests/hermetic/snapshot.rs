@@ -3,9 +3,9 @@
 //! state does, so the pods it was launched for still count on it.
 
 use k8s_openapi::api::core::v1::Pod;
-use karpenter::crds::NodeClaim;
-use karpenter::slim::Node;
-use karpenter::snapshot::cluster::{Objects, build};
+use karpenter_controller::crds::NodeClaim;
+use karpenter_controller::slim::Node;
+use karpenter_controller::snapshot::cluster::{Objects, build};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -48,7 +48,7 @@ fn starting_node(name: &str, labels: serde_json::Value) -> Arc<Node> {
     )
 }
 
-fn pending_web_pod() -> Arc<karpenter::slim::Pod> {
+fn pending_web_pod() -> Arc<karpenter_controller::slim::Pod> {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "web-0", "namespace": "default", "uid": "u-0"},
         "spec": {
@@ -112,7 +112,7 @@ fn an_unmanaged_node_lends_nothing() {
 }
 
 /// A pending pod of the `web` ReplicaSet, or of another template.
-fn web_pod(name: &str, cpu: &str) -> Arc<karpenter::slim::Pod> {
+fn web_pod(name: &str, cpu: &str) -> Arc<karpenter_controller::slim::Pod> {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "uid": name,
                      "labels": {"app": "web"},

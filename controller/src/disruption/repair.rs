@@ -4,7 +4,7 @@
 //! fresh nodes replace them.
 
 use super::execute;
-use crate::controller::{Ctx, node_classes};
+use crate::{Ctx, node_classes};
 use engine::disruption::repair::{self, NodeCondition, RepairNode, RepairPolicy};
 use karpenter_runtime::wit;
 use kube::ResourceExt;
@@ -68,10 +68,10 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
                 format!("Repairing NodeClaim: node {node} is unhealthy"),
             )
             .await;
-        crate::controller::lifecycle::delete_node_claim(ctx, claim).await?;
+        crate::lifecycle::delete_node_claim(ctx, claim).await?;
         ctx.metrics
             .disrupted
-            .get_or_create(&crate::controller::metrics::DisruptedLabels {
+            .get_or_create(&crate::metrics::DisruptedLabels {
                 nodepool: pool,
                 reason: "Unhealthy".into(),
             })

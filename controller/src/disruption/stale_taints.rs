@@ -6,7 +6,7 @@
 //! take no pods until something deleted it.
 
 use super::execute::{ClaimIndex, untaint};
-use crate::controller::Ctx;
+use crate::Ctx;
 use crate::slim::Node;
 use kube::api::Api;
 use std::sync::Arc;

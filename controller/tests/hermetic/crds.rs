@@ -5,7 +5,7 @@
 //! check that a real API server enforces those is tests/crds/test.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karpenter::crds::{NodeClaim, NodePool};
+use karpenter_controller::crds::{NodeClaim, NodePool};
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -4,12 +4,12 @@
 //! (termination drains them through the Eviction API). If a replacement
 //! fails, the candidates are untainted and stay.
 
-use crate::controller::Ctx;
-use crate::controller::metrics::{DecisionLabels, DisruptedLabels};
-use crate::controller::node_termination;
-use crate::controller::provisioner::{self, Pool};
+use crate::Ctx;
 use crate::crds::NodeClaim;
 use crate::crds::nodeclaim::conditions;
+use crate::metrics::{DecisionLabels, DisruptedLabels};
+use crate::node_termination;
+use crate::provisioner::{self, Pool};
 use crate::slim::Node;
 use engine::disruption::{Command, Method};
 use kube::ResourceExt;
@@ -70,7 +70,7 @@ async fn terminate(ctx: &Ctx, claim: &NodeClaim, reason: &str) -> anyhow::Result
             format!("Disrupting NodeClaim: {reason}"),
         )
         .await;
-    crate::controller::lifecycle::delete_node_claim(ctx, claim).await?;
+    crate::lifecycle::delete_node_claim(ctx, claim).await?;
     ctx.metrics
         .disrupted
         .get_or_create(&DisruptedLabels {
@@ -82,22 +82,48 @@ async fn terminate(ctx: &Ctx, claim: &NodeClaim, reason: &str) -> anyhow::Result
     Ok(())
 }
 
-pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
-    let reason = cmd.reason.as_str();
-    let (all_nodes, all_claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
-    let index = ClaimIndex::new(&all_nodes, &all_claims);
-    let mut claims = Vec::new();
-    let mut nodes = Vec::new();
-    for name in &cmd.candidates {
+struct Targets {
+    claims: Vec<Arc<NodeClaim>>,
+    nodes: Vec<Arc<Node>>,
+}
+
+/// What a command acts on: each candidate's NodeClaim, and its Node where it
+/// has one (a NodeClaim still launching has none). All or nothing: a
+/// candidate whose NodeClaim is gone fails the command before anything is
+/// tainted.
+fn targets(
+    candidates: &[String],
+    nodes: &[Arc<Node>],
+    claims: &[Arc<NodeClaim>],
+) -> anyhow::Result<Targets> {
+    let index = ClaimIndex::new(nodes, claims);
+    let by_name: BTreeMap<&str, &Arc<Node>> = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+        .collect();
+    let mut targets = Targets {
+        claims: Vec::new(),
+        nodes: Vec::new(),
+    };
+    for name in candidates {
         let claim = index
             .of(name)
-            .cloned()
             .ok_or_else(|| anyhow::anyhow!("candidate {name} has no NodeClaim any more"))?;
-        if let Some(n) = all_nodes.iter().find(|n| n.name_any() == *name) {
-            nodes.push(n.clone());
+        targets.claims.push(claim.clone());
+        if let Some(n) = by_name.get(name.as_str()) {
+            targets.nodes.push((*n).clone());
         }
-        claims.push(claim);
     }
+    Ok(targets)
+}
+
+pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
+    let reason = cmd.reason.as_str();
+    let Targets { claims, nodes } = targets(
+        &cmd.candidates,
+        &ctx.cluster.nodes.state(),
+        &ctx.cluster.node_claims.state(),
+    )?;
     let api = Api::<Node>::all(ctx.client.clone());
     for n in &nodes {
         node_termination::taint(&api, n).await?;
@@ -159,7 +185,7 @@ async fn replace(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()>
         ctx.nominations.nominate(&name, Instant::now());
         ctx.metrics
             .created
-            .get_or_create(&crate::controller::metrics::CreatedLabels {
+            .get_or_create(&crate::metrics::CreatedLabels {
                 nodepool: claim.node_pool.clone(),
                 reason: cmd.reason.as_str().to_string(),
             })
@@ -223,4 +249,53 @@ pub(super) async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    fn names<T: ResourceExt>(list: &[Arc<T>]) -> Vec<String> {
+        list.iter().map(|o| o.name_any()).collect()
+    }
+
+    #[test]
+    fn candidates_resolve_through_their_nodes_provider_id_or_their_own_name() {
+        // The Node's name is the instance's, not the NodeClaim's.
+        let nodes = vec![
+            fixtures::node("ip-10-0-0-1").node(),
+            fixtures::node("unmanaged").node(),
+        ];
+        let mut registered = (*fixtures::claim("default-abcde").claim()).clone();
+        if let Some(s) = registered.status.as_mut() {
+            s.provider_id = Some("test://ip-10-0-0-1".into());
+        }
+        let claims = vec![
+            Arc::new(registered),
+            fixtures::claim("default-launching")
+                .no_provider_id()
+                .claim(),
+        ];
+        let candidates = ["ip-10-0-0-1".to_string(), "default-launching".to_string()];
+        let Ok(t) = targets(&candidates, &nodes, &claims) else {
+            panic!("every candidate has a NodeClaim");
+        };
+        assert_eq!(names(&t.claims), ["default-abcde", "default-launching"]);
+        assert_eq!(
+            names(&t.nodes),
+            ["ip-10-0-0-1"],
+            "a launching claim has no Node to taint"
+        );
+    }
+
+    #[test]
+    fn a_candidate_without_a_claim_fails_the_whole_command() {
+        let nodes = vec![fixtures::node("a").node(), fixtures::node("b").node()];
+        let claims = vec![fixtures::claim("a").claim()];
+        let Err(err) = targets(&["a".into(), "b".into()], &nodes, &claims) else {
+            panic!("b has no NodeClaim");
+        };
+        assert!(err.to_string().contains("candidate b"), "{err}");
+    }
 }

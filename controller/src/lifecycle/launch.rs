@@ -4,10 +4,10 @@
 
 use super::launch_failure::{self, LaunchFailure};
 use super::{Step, delete_node_claim as delete, plugin_output};
-use crate::controller::{Ctx, conditions, node_classes};
 use crate::crds::nodeclaim::conditions::LAUNCHED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::records;
+use crate::{Ctx, conditions, node_classes};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -51,21 +51,6 @@ pub(crate) async fn launch(
         );
         return Ok(Step::Wait(Duration::from_secs(30)));
     };
-    // The store can lag behind this controller's own status write; read the
-    // NodeClaim afresh rather than ask the cloud for the instance again.
-    match Api::<NodeClaim>::all(ctx.client.clone())
-        .get_opt(&nc.name_any())
-        .await?
-    {
-        None => return Ok(Step::Deleted),
-        Some(fresh) => {
-            let fresh = fresh.status.unwrap_or_default();
-            if conditions::is_true(&fresh.conditions, LAUNCHED) {
-                *status = fresh;
-                return Ok(Step::Continue);
-            }
-        }
-    }
     let claim = records::node_claim(nc, None)?;
     let instance = match plugin.create(&claim, &class).await {
         Ok(i) => i,
@@ -168,7 +153,7 @@ pub(crate) async fn launch(
     );
     ctx.metrics
         .launched
-        .get_or_create(&crate::controller::metrics::Metrics::pool(
+        .get_or_create(&crate::metrics::Metrics::pool(
             nc.node_pool().unwrap_or_default(),
         ))
         .inc();

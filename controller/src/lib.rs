@@ -1,8 +1,11 @@
-//! `karpenter controller`: the imperative shell that carries out the
-//! engine's decisions against a live cluster.
+//! The controller: the imperative shell that carries out the engine's
+//! decisions against a live cluster.
 //!
-//! Map: `cluster` watches; `provisioner` (with `batcher`) turns pending pods
-//! into NodeClaims; `lifecycle` launches, registers, initializes and
+//! Map: `crds` are the karpenter.sh/v1 API; `slim` the trimmed Pods and Nodes
+//! the watches keep; `snapshot` turns the watched cluster into the engine's
+//! input; `records` turns NodePools and NodeClaims into the contract's records.
+//! The loops: `cluster` watches; `provisioner` (with `batcher`) turns pending
+//! pods into NodeClaims; `lifecycle` launches, registers, initializes and
 //! finalizes each NodeClaim; `node_termination` drains Nodes being deleted;
 //! `disruption` removes and replaces nodes the engine picks;
 //! `garbage_collection` reconciles cloud instances with NodeClaims;
@@ -12,31 +15,38 @@
 //! Architecture Invariant: no decision about which nodes to run is made
 //! here: that is `engine`'s. No cloud is named here: that is the plugins'.
 
+pub mod crds;
+pub mod records;
+pub mod slim;
+pub mod snapshot;
+
 pub mod api_client;
-pub mod batch_writes;
+mod batch_writes;
 pub mod batcher;
 pub mod cluster;
-pub mod conditions;
+mod conditions;
 pub mod disruption;
-pub mod events;
-pub mod garbage_collection;
-pub mod hash;
-pub mod initial_list;
+mod events;
+#[cfg(test)]
+mod fixtures;
+mod garbage_collection;
+mod hash;
+mod initial_list;
 pub mod instance_types;
 pub mod leader;
-pub mod lifecycle;
+mod lifecycle;
 pub mod metrics;
-pub mod node_addresses;
-pub mod node_class_status;
-pub mod node_classes;
-pub mod node_pool_status;
-pub mod node_termination;
-pub mod nominations;
+mod node_addresses;
+mod node_class_status;
+mod node_classes;
+mod node_pool_status;
+mod node_termination;
+mod nominations;
 pub mod provisioner;
-pub mod server;
-pub mod uid;
-pub mod uid_store;
-pub mod unavailable;
+mod server;
+mod uid;
+mod uid_store;
+mod unavailable;
 
 use anyhow::Context;
 use karpenter_runtime::Registry;

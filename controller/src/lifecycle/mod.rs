@@ -175,33 +175,16 @@ pub(crate) async fn remove_finalizer(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Resul
     set_finalizer(ctx, nc, false).await
 }
 
-/// The store may lag behind our own last write, so the object is read fresh
-/// and the patch carries its resourceVersion; a conflict reads it again.
+/// Patches the finalizer list, which a merge patch replaces whole, on the
+/// copy it was computed from: the stored one first, and on a conflict (the
+/// store lagging, or another writer) a fresh read.
 async fn set_finalizer(ctx: &Ctx, nc: &NodeClaim, present: bool) -> anyhow::Result<()> {
     let api = Api::<NodeClaim>::all(ctx.client.clone());
+    let mut current = nc.clone();
     for _ in 0..5 {
-        let Some(fresh) = api.get_opt(&nc.name_any()).await? else {
+        let Some(patch) = finalizer_patch(&current, present) else {
             return Ok(());
         };
-        let has = fresh
-            .finalizers()
-            .iter()
-            .any(|f| f == TERMINATION_FINALIZER);
-        if has == present || (present && fresh.metadata.deletion_timestamp.is_some()) {
-            return Ok(());
-        }
-        let mut finalizers: Vec<String> = fresh
-            .finalizers()
-            .iter()
-            .filter(|f| *f != TERMINATION_FINALIZER)
-            .cloned()
-            .collect();
-        if present {
-            finalizers.push(TERMINATION_FINALIZER.into());
-        }
-        let patch = serde_json::json!({
-            "metadata": {"finalizers": finalizers, "resourceVersion": fresh.resource_version()}
-        });
         match api
             .patch(
                 &nc.name_any(),
@@ -210,12 +193,37 @@ async fn set_finalizer(ctx: &Ctx, nc: &NodeClaim, present: bool) -> anyhow::Resu
             )
             .await
         {
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(kube::Error::Api(e)) if e.code == 409 => match api.get_opt(&nc.name_any()).await? {
+                Some(fresh) => current = fresh,
+                None => return Ok(()),
+            },
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
             r => return Ok(r.map(|_| ())?),
         }
     }
     anyhow::bail!("nodeclaim {} kept changing", nc.name_any())
+}
+
+/// The merge patch that adds or removes the termination finalizer on `nc`
+/// as read, other finalizers kept; `None` when there is nothing to do (a
+/// NodeClaim being deleted gets none added).
+fn finalizer_patch(nc: &NodeClaim, present: bool) -> Option<serde_json::Value> {
+    let has = nc.finalizers().iter().any(|f| f == TERMINATION_FINALIZER);
+    if has == present || (present && nc.metadata.deletion_timestamp.is_some()) {
+        return None;
+    }
+    let mut finalizers: Vec<&str> = nc
+        .finalizers()
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != TERMINATION_FINALIZER)
+        .collect();
+    if present {
+        finalizers.push(TERMINATION_FINALIZER);
+    }
+    Some(serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": nc.resource_version()}
+    }))
 }
 
 async fn write_status(

@@ -3,12 +3,12 @@
 //! there), and the provider's drift verdicts, asked of the plugin at most
 //! once per NodeClaim every few minutes.
 
-use crate::controller::{Ctx, node_classes};
 use crate::crds::NodeClaim;
 use crate::crds::nodeclaim::conditions;
 use crate::records;
 use crate::slim::Pod;
 use crate::snapshot::disruption::Observed;
+use crate::{Ctx, node_classes};
 use kube::ResourceExt;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet};

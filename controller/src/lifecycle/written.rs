@@ -6,9 +6,9 @@
 //! twice. Launched, Registered, Initialized and Ready never turn back from
 //! True, so a stored copy that lacks one this controller wrote is stale.
 
-use crate::controller::{conditions, uid};
 use crate::crds::nodeclaim::conditions::{INITIALIZED, LAUNCHED, READY, REGISTERED};
 use crate::crds::{NodeClaim, NodeClaimStatus};
+use crate::{conditions, uid};
 use kube::ResourceExt;
 use std::collections::HashMap;
 use std::sync::Mutex;

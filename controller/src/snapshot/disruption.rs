@@ -77,7 +77,7 @@ pub fn build(inputs: &Inputs) -> (DisruptionSnapshot, Vec<String>) {
         .map(|(np, _)| {
             (
                 np.metadata.name.clone().unwrap_or_default(),
-                crate::controller::hash::node_pool_hash(np),
+                crate::hash::node_pool_hash(np),
             )
         })
         .collect();
@@ -229,7 +229,7 @@ fn claim_fields(
     let same_version = annotations
         .get(labels::NODE_POOL_HASH_VERSION)
         .map(String::as_str)
-        == Some(crate::controller::hash::VERSION);
+        == Some(crate::hash::VERSION);
     cn.node_pool_hash_drifted = same_version
         && c.node_pool()
             .and_then(|p| hashes.get(p))

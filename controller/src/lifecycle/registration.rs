@@ -5,10 +5,10 @@
 //! deleted (and its instance with it).
 
 use super::{Step, delete_node_claim as delete};
-use crate::controller::{Ctx, conditions};
 use crate::crds::nodeclaim::conditions::REGISTERED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::slim::Node;
+use crate::{Ctx, conditions};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
@@ -40,7 +40,7 @@ pub(crate) async fn register(
             })
             .unwrap_or(0.0);
         let ttl = ctx.options.registration_ttl;
-        if age >= ttl.as_secs_f64() {
+        let Some(left) = time_left(age, ttl) else {
             ctx.events
                 .warning(
                     nc,
@@ -54,7 +54,7 @@ pub(crate) async fn register(
             tracing::warn!(nodeclaim = %nc.name_any(), provider_id = %id, "registration timed out; deleting");
             delete(ctx, nc).await?;
             return Ok(Step::Deleted);
-        }
+        };
         conditions::set(
             &mut status.conditions,
             REGISTERED,
@@ -63,8 +63,7 @@ pub(crate) async fn register(
             "Node not registered with cluster",
             nc.metadata.generation,
         );
-        let left = ttl.as_secs_f64() - age;
-        return Ok(Step::Wait(Duration::from_secs_f64(left.clamp(1.0, 60.0))));
+        return Ok(Step::Wait(left));
     };
     sync_node(ctx, nc, &node).await?;
     status.node_name = node.metadata.name.clone();
@@ -78,7 +77,7 @@ pub(crate) async fn register(
     );
     ctx.metrics
         .registered
-        .get_or_create(&crate::controller::metrics::Metrics::pool(
+        .get_or_create(&crate::metrics::Metrics::pool(
             nc.node_pool().unwrap_or_default(),
         ))
         .inc();
@@ -94,6 +93,14 @@ pub(crate) async fn register(
         .await;
     tracing::info!(nodeclaim = %nc.name_any(), node = %node.name_any(), "registered");
     Ok(Step::Continue)
+}
+
+/// How long until a NodeClaim `age_seconds` old whose Node has not come is
+/// looked at again (at least a second, at most a minute), or `None` once
+/// the registration TTL is spent.
+fn time_left(age_seconds: f64, ttl: Duration) -> Option<Duration> {
+    let left = ttl.as_secs_f64() - age_seconds;
+    (left > 0.0).then(|| Duration::from_secs_f64(left.clamp(1.0, 60.0)))
 }
 
 /// Labels, the finalizer, the owner reference and taints in one patch. The
@@ -161,4 +168,102 @@ fn patch(nc: &NodeClaim, node: &Node) -> serde_json::Value {
         },
         "spec": {"taints": taints},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use serde_json::json;
+
+    #[test]
+    fn a_node_that_does_not_come_in_time_ends_its_claim() {
+        let ttl = Duration::from_secs(900);
+        assert_eq!(time_left(0.0, ttl), Some(Duration::from_secs(60)));
+        assert_eq!(time_left(880.0, ttl), Some(Duration::from_secs(20)));
+        assert_eq!(time_left(899.5, ttl), Some(Duration::from_secs(1)));
+        assert_eq!(time_left(900.0, ttl), None);
+        assert_eq!(time_left(5_000.0, ttl), None);
+    }
+
+    #[test]
+    fn the_node_takes_the_claims_labels_taints_finalizer_and_owner() {
+        let nc: NodeClaim = fixtures::claim("a")
+            .label("team", "web")
+            .taint("dedicated", "NoSchedule")
+            .startup_taint("example.com/agent", "NoExecute")
+            .build();
+        let node: Node = fixtures::node("a")
+            .label("team", "kubelet-said")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .taint("node.kubernetes.io/not-ready", "NoSchedule")
+            .taint("dedicated", "NoSchedule")
+            .finalizers(&["example.com/csi"])
+            .build();
+        let p = patch(&nc, &node);
+        let meta = &p["metadata"];
+        assert_eq!(meta["labels"]["team"], "web", "the NodeClaim's labels win");
+        assert_eq!(meta["labels"]["karpenter.sh/registered"], "true");
+        assert_eq!(meta["labels"]["karpenter.sh/nodepool"], "default");
+        assert_eq!(
+            meta["finalizers"],
+            json!(["example.com/csi", TERMINATION_FINALIZER]),
+            "others' finalizers are kept"
+        );
+        assert_eq!(meta["resourceVersion"], "3", "computed from this copy");
+        let owner = &meta["ownerReferences"][0];
+        assert_eq!(
+            (owner["kind"].as_str(), owner["name"].as_str()),
+            (Some("NodeClaim"), Some("a"))
+        );
+        assert_eq!(owner["uid"], json!(nc.metadata.uid));
+        assert_eq!(owner["blockOwnerDeletion"], true);
+        let taints: Vec<(&str, &str)> = p["spec"]["taints"]
+            .as_array()
+            .expect("taints")
+            .iter()
+            .map(|t| {
+                (
+                    t["key"].as_str().unwrap_or(""),
+                    t["effect"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            taints,
+            [
+                ("node.kubernetes.io/not-ready", "NoSchedule"),
+                ("dedicated", "NoSchedule"),
+                ("example.com/agent", "NoExecute"),
+            ],
+            "the unregistered taint goes, the kubelet's stay, the claim's are added once"
+        );
+    }
+
+    #[test]
+    fn a_node_already_synced_gets_the_same_patch_again() {
+        let nc: NodeClaim = fixtures::claim("a")
+            .taint("dedicated", "NoSchedule")
+            .build();
+        let first: Node = fixtures::node("a").build();
+        let p = patch(&nc, &first);
+        let synced: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": "a",
+                "resourceVersion": "4",
+                "labels": p["metadata"]["labels"],
+                "finalizers": p["metadata"]["finalizers"],
+                "ownerReferences": p["metadata"]["ownerReferences"],
+            },
+            "spec": {"providerID": "test://a", "taints": p["spec"]["taints"]},
+        }))
+        .expect("node");
+        let again = patch(&nc, &synced);
+        assert_eq!(again["metadata"]["finalizers"], p["metadata"]["finalizers"]);
+        assert_eq!(
+            again["metadata"]["ownerReferences"],
+            p["metadata"]["ownerReferences"]
+        );
+        assert_eq!(again["spec"], p["spec"]);
+    }
 }

@@ -144,17 +144,40 @@ async fn survey(
         }
     };
     let claims = ctx.cluster.node_claims.state();
+    Some(compare(
+        instances,
+        &claims,
+        &plugin.metadata.provider_id_schemes,
+        suspects,
+        seen,
+        jiff::Timestamp::now(),
+    ))
+}
+
+/// One plugin's instances against the stored NodeClaims. An instance is an
+/// orphan when no NodeClaim has its name, it is not terminated, and it is
+/// past [`INSTANCE_GRACE`] (or, with no creation time, was a suspect on the
+/// previous pass); every instance without a NodeClaim goes into `seen`.
+fn compare(
+    instances: Vec<wit::Instance>,
+    claims: &[Arc<NodeClaim>],
+    schemes: &[String],
+    suspects: &BTreeSet<String>,
+    seen: &mut BTreeSet<String>,
+    now: jiff::Timestamp,
+) -> Survey {
     let names: BTreeSet<&str> = claims
         .iter()
         .filter_map(|c| c.metadata.name.as_deref())
         .collect();
-    let schemes = &plugin.metadata.provider_id_schemes;
     let launched: Vec<&Arc<NodeClaim>> = claims
         .iter()
         .filter(|c| {
             c.provider_id().is_some_and(|id| {
-                schemes.iter().any(|s| id.starts_with(&format!("{s}://")))
-                    && c.metadata.deletion_timestamp.is_none()
+                schemes.iter().any(|s| {
+                    id.strip_prefix(s.as_str())
+                        .is_some_and(|rest| rest.starts_with("://"))
+                }) && c.metadata.deletion_timestamp.is_none()
             })
         })
         .collect();
@@ -179,7 +202,7 @@ async fn survey(
             .as_deref()
             .and_then(|t| t.parse::<jiff::Timestamp>().ok())
         {
-            Some(t) => (jiff::Timestamp::now() - t)
+            Some(t) => (now - t)
                 .total(jiff::Unit::Second)
                 .is_ok_and(|s| s >= INSTANCE_GRACE.as_secs_f64()),
             None => suspects.contains(&i.provider_id),
@@ -189,12 +212,12 @@ async fn survey(
             orphans.push(i);
         }
     }
-    Some(Survey {
+    Survey {
         orphans,
         unlisted,
         listed,
         launched,
-    })
+    }
 }
 
 /// The NodeClaim an orphaned instance was launched for, rebuilt from what
@@ -228,7 +251,118 @@ fn orphan(i: &wit::Instance, meta: &wit::ProviderMetadata) -> wit::NodeClaim {
 
 #[cfg(test)]
 mod tests {
-    use super::gone_deletions_bound;
+    use super::*;
+    use crate::fixtures;
+
+    fn instance(claim: &str, id: &str, created: Option<&str>) -> wit::Instance {
+        wit::Instance {
+            node_claim: claim.into(),
+            node_pool: "default".into(),
+            provider_id: id.into(),
+            image_id: String::new(),
+            instance_type: "m-2".into(),
+            zone: "z-1".into(),
+            capacity_type: "on-demand".into(),
+            state: wit::InstanceState::Running,
+            labels: vec![],
+            capacity: vec![],
+            allocatable: vec![],
+            created_at: created.map(str::to_string),
+        }
+    }
+
+    fn at(t: &str) -> jiff::Timestamp {
+        t.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn an_instance_is_an_orphan_only_without_a_claim_and_past_its_grace() {
+        let claims = [fixtures::claim("owned").claim()];
+        let now = at("2026-01-01T00:10:00Z");
+        let mut terminated = instance("done", "test://done", Some("2026-01-01T00:00:00Z"));
+        terminated.state = wit::InstanceState::Terminated;
+        let instances = vec![
+            instance("owned", "test://owned", Some("2026-01-01T00:00:00Z")),
+            instance("leaked", "test://leaked", Some("2026-01-01T00:00:00Z")),
+            instance(
+                "launching",
+                "test://launching",
+                Some("2026-01-01T00:09:45Z"),
+            ),
+            terminated,
+        ];
+        let mut seen = BTreeSet::new();
+        let s = compare(
+            instances,
+            &claims,
+            &["test".into()],
+            &BTreeSet::new(),
+            &mut seen,
+            now,
+        );
+        let orphans: Vec<&str> = s.orphans.iter().map(|i| i.node_claim.as_str()).collect();
+        assert_eq!(orphans, ["leaked"]);
+        assert!(
+            seen.contains("test://launching"),
+            "looked at again next pass"
+        );
+        assert!(!seen.contains("test://owned"));
+    }
+
+    #[test]
+    fn an_instance_without_a_creation_time_is_an_orphan_when_seen_twice() {
+        let now = at("2026-01-01T00:10:00Z");
+        let list = || vec![instance("leaked", "test://leaked", None)];
+        let mut suspects = BTreeSet::new();
+        let first = compare(
+            list(),
+            &[],
+            &["test".into()],
+            &BTreeSet::new(),
+            &mut suspects,
+            now,
+        );
+        assert!(first.orphans.is_empty(), "first sighting");
+        let mut seen = BTreeSet::new();
+        let second = compare(list(), &[], &["test".into()], &suspects, &mut seen, now);
+        assert_eq!(second.orphans.len(), 1);
+    }
+
+    #[test]
+    fn only_this_plugins_live_claims_can_have_lost_their_instance() {
+        let claims = [
+            fixtures::claim("listed").claim(),
+            fixtures::claim("lost").claim(),
+            fixtures::claim("deleting").deleting().claim(),
+            fixtures::claim("launching").no_provider_id().claim(),
+            fixtures::claim("other").claim(),
+        ];
+        let mut claims = claims.to_vec();
+        let other: NodeClaim = {
+            let mut c = (*claims[4]).clone();
+            if let Some(s) = c.status.as_mut() {
+                s.provider_id = Some("testing://other".into());
+            }
+            c
+        };
+        claims[4] = Arc::new(other);
+        let instances = vec![instance("listed", "test://listed", None)];
+        let s = compare(
+            instances,
+            &claims,
+            &["test".into()],
+            &BTreeSet::new(),
+            &mut BTreeSet::new(),
+            at("2026-01-01T00:10:00Z"),
+        );
+        let unlisted: Vec<String> = s.unlisted.iter().map(|c| c.name_any()).collect();
+        assert_eq!(
+            unlisted,
+            ["lost"],
+            "a scheme that only starts like ours is another's"
+        );
+        assert_eq!((s.listed, s.launched), (1, 2));
+    }
 
     #[test]
     fn a_plugin_that_lists_nothing_loses_one_node_claim_a_pass() {

@@ -6,10 +6,10 @@
 //! consider it.
 
 use super::Step;
-use crate::controller::{Ctx, conditions};
 use crate::crds::nodeclaim::conditions::{INITIALIZED, REGISTERED};
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::slim::Node;
+use crate::{Ctx, conditions};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use std::time::Duration;
@@ -63,7 +63,7 @@ pub(crate) async fn initialize(
     );
     ctx.metrics
         .initialized
-        .get_or_create(&crate::controller::metrics::Metrics::pool(
+        .get_or_create(&crate::metrics::Metrics::pool(
             nc.node_pool().unwrap_or_default(),
         ))
         .inc();
