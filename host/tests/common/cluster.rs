@@ -364,14 +364,9 @@ pub fn install_crds(c: &Cluster) {
     install_plugin_crds(c, "kwok", &["kwoknodeclasses.karpenter.kwok.sh"]);
 }
 
-/// The NodeClass CRDs of a built plugin (`target/plugins/<plugin>.wasm`),
-/// applied and established.
+/// The NodeClass CRDs of a built plugin, applied and established.
 pub fn install_plugin_crds(c: &Cluster, plugin: &str, crds: &[&str]) {
-    install_wasm_crds(
-        c,
-        &repo().join(format!("target/plugins/{plugin}.wasm")),
-        crds,
-    );
+    install_wasm_crds(c, &super::plugin_path(plugin), crds);
 }
 
 /// The NodeClass CRDs a plugin file serves, from `karpenter plugin crd`,

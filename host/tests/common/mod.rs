@@ -8,18 +8,23 @@ pub mod nebius;
 
 use std::path::PathBuf;
 
-/// A built plugin: `target/plugins/<name>.wasm` or `target/test-plugins/<name>.wasm`.
+/// A built plugin's path: one of this workspace's, which the test build
+/// builds, or one in another language (`target/plugins/<name>.wasm`, from
+/// `make js-plugins`).
+pub fn plugin_path(name: &str) -> PathBuf {
+    karpenter_test_plugins::path(name).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/plugins/{name}.wasm"))
+    })
+}
+
 pub fn plugin_wasm(name: &str) -> Vec<u8> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("target");
-    for dir in ["plugins", "test-plugins"] {
-        let path = root.join(dir).join(format!("{name}.wasm"));
-        if let Ok(bytes) = std::fs::read(&path) {
-            return bytes;
-        }
-    }
-    panic!("plugin {name}.wasm is not built: run `make plugins test-plugins` first");
+    let path = plugin_path(name);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "plugin {name}: {}: {e} (plugins in other languages come from `make js-plugins`)",
+            path.display()
+        )
+    })
 }
 
 /// A runtime whose precompiled cache is shared by the tests of this run, so

@@ -7,15 +7,11 @@
 use crate::common;
 
 use common::cluster::*;
+use common::plugin_path;
 use karpenter_runtime::{PluginConfig, RuntimeOptions};
 use serde_json::json;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn plugin_path(name: &str) -> PathBuf {
-    repo().join("target/plugins").join(format!("{name}.wasm"))
-}
 
 /// Four machines in two racks; kwok keeps their Nodes Ready.
 fn static_config(c: &Cluster, prefix: &str) -> serde_json::Value {

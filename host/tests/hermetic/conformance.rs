@@ -104,7 +104,7 @@ fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
     let dir = tempfile::tempdir().expect("tmp");
     let config = dir.path().join("broken.yaml");
     std::fs::write(&config, "settings: {MODE: negative-price}\n").expect("write");
-    let wasm = common::cluster::repo().join("target/test-plugins/broken.wasm");
+    let wasm = common::plugin_path("broken");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
         .args(["plugin", "test"])
         .arg(&wasm)

@@ -10,8 +10,7 @@ use karpenter_runtime::Registry;
 use std::path::PathBuf;
 
 async fn registry() -> std::sync::Arc<Registry> {
-    common::plugin_wasm("kwok"); // fails with a clear message if not built
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    let dir = karpenter_test_plugins::providers();
     Registry::open(
         common::runtime(),
         Dir::open_ambient_dir(dir, ambient_authority()).expect("plugins dir"),

@@ -1,5 +1,5 @@
-//! The conformance kit passes for the Azure plugin (target/plugins/azure.wasm,
-//! `make plugins`) against the ARM emulator.
+//! The conformance kit passes for the Azure plugin (built by the test build)
+//! against the ARM emulator.
 
 use azure_emulator::{Emulator, Options};
 use karpenter::conformance;
@@ -7,7 +7,6 @@ use karpenter_runtime::bindings::v0_1_1::karpenter::provider::tokens::AccessToke
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::tokens::{TokenFuture, TokenSource};
 use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Tokens from the emulator's Entra ID endpoint, as workload identity would.
@@ -76,10 +75,8 @@ async fn the_azure_plugin_passes_the_conformance_kit_against_the_emulator() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let wasm = std::fs::read(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../target/plugins/azure.wasm"),
-    )
-    .expect("target/plugins/azure.wasm: run `make plugins` first");
+    let path = karpenter_test_plugins::path("azure").expect("the test build builds azure");
+    let wasm = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let plugin = runtime
         .load(
             "azure",

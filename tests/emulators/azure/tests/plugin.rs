@@ -1,4 +1,4 @@
-//! The real Azure plugin (target/plugins/azure.wasm, `make plugins`) in the
+//! The real Azure plugin (built by the test build) in the
 //! host's runtime against the emulator: create, idempotency, get, list,
 //! delete, capacity failures and the examples through `simulate`.
 //!
@@ -23,8 +23,8 @@ fn root() -> PathBuf {
 }
 
 fn wasm() -> Vec<u8> {
-    std::fs::read(root().join("target/plugins/azure.wasm"))
-        .expect("target/plugins/azure.wasm: run `make plugins` first")
+    let path = karpenter_test_plugins::path("azure").expect("the test build builds azure");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Workload identity against the emulator's token endpoint.

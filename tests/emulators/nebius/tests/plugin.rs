@@ -1,4 +1,4 @@
-//! The real Nebius plugin (target/plugins/nebius.wasm, `make plugins`) in
+//! The real Nebius plugin (built by the test build) in
 //! the host's runtime against the emulator, over h2c gRPC through the host's
 //! outbound HTTP: auth, instance types, create (idempotent), get, list,
 //! delete, capacity and quota failures, and WireGuard addresses under 50
@@ -13,19 +13,14 @@ use karpenter_runtime::capabilities::secrets::SecretStore;
 use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
 use nebius_emulator::{Emulator, Injection, Kube, Options, Quota};
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROJECT: &str = "project-e00test";
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
-
 fn wasm() -> Vec<u8> {
-    std::fs::read(root().join("target/plugins/nebius.wasm"))
-        .expect("target/plugins/nebius.wasm: run `make plugins` first")
+    let path = karpenter_test_plugins::path("nebius").expect("the test build builds nebius");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn cluster() -> Option<Kube> {
