@@ -47,6 +47,7 @@ mod server;
 mod uid;
 mod uid_store;
 mod unavailable;
+mod unseen_claims;
 
 use anyhow::Context;
 use karpenter_runtime::Registry;
@@ -104,6 +105,7 @@ pub struct Ctx {
     pub unavailable: unavailable::UnavailableOfferings,
     pub nominations: nominations::Nominations,
     pub batch_writes: batch_writes::BatchWrites,
+    pub(crate) unseen_claims: unseen_claims::UnseenClaims,
     pub status_writes: lifecycle::Written,
     /// Passes that hold a copy of the whole cluster while they run (a
     /// disruption decision, a garbage-collection list) take turns here, so
@@ -137,6 +139,7 @@ impl Ctx {
             unavailable: Default::default(),
             nominations: Default::default(),
             batch_writes: Default::default(),
+            unseen_claims: Default::default(),
             status_writes: Default::default(),
             whole_cluster_pass: Default::default(),
             options,

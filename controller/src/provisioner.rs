@@ -15,6 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -119,6 +120,7 @@ pub async fn decide(ctx: &Ctx) -> anyhow::Result<Option<Decision>> {
 
 /// One batch: decide, then create the planned NodeClaims.
 pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
+    store_has_created_claims(ctx).await;
     let Some(Decision {
         snapshot,
         plan,
@@ -160,6 +162,8 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
         .collect()
         .await;
     drop(writing);
+    ctx.unseen_claims
+        .created(created.iter().flatten().cloned(), Instant::now());
 
     publish_decisions(ctx, &plan, &created);
     Ok(Outcome {
@@ -170,6 +174,21 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
         scheduling,
         creating: started.elapsed(),
     })
+}
+
+/// Returns once the store holds every NodeClaim earlier batches created
+/// (each waited for at most `unseen_claims::MAX_WAIT`).
+async fn store_has_created_claims(ctx: &Ctx) {
+    let mut changes = ctx.cluster.node_claim_events.subscribe();
+    let store = &ctx.cluster.node_claims;
+    let in_store = |name: &str| store.get(&ObjectRef::new(name)).is_some();
+    while ctx.unseen_claims.awaited(in_store, Instant::now()) > 0 {
+        // A NodeClaim's arrival is an event; the timeout rechecks the bound.
+        let next = tokio::time::timeout(Duration::from_millis(500), changes.recv()).await;
+        if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) = next {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
 }
 
 async fn create(

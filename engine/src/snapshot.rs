@@ -373,12 +373,16 @@ pub struct Taint {
 
 impl Taint {
     /// Karpenter's known ephemeral taints: a node carries them while it
-    /// starts (not ready yet, no cloud provider yet, not registered), so on a
+    /// starts (not ready yet, no cloud provider yet, not registered, a
+    /// readiness rule not met yet), so on a
     /// managed node that is not initialized they do not keep pods away.
     pub fn is_ephemeral(&self) -> bool {
         use TaintEffect::*;
-        use vocabulary::taints::{CLOUD_UNINITIALIZED, NOT_READY, UNREACHABLE, UNREGISTERED};
+        use vocabulary::taints::{
+            CLOUD_UNINITIALIZED, NOT_READY, READINESS_PREFIX, UNREACHABLE, UNREGISTERED,
+        };
         match (self.key.as_str(), self.effect) {
+            (key, _) if key.starts_with(READINESS_PREFIX) => true,
             (NOT_READY, NoSchedule | NoExecute) => true,
             (UNREACHABLE, NoSchedule) => true,
             (CLOUD_UNINITIALIZED, NoSchedule) => self.value == "true",

@@ -10,3 +10,6 @@ pub const DISRUPTED: &str = "karpenter.sh/disrupted";
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const CLOUD_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// A family of ephemeral taints: the Node Readiness Controller's, one key
+/// per readiness rule under this prefix.
+pub const READINESS_PREFIX: &str = "readiness.k8s.io/";

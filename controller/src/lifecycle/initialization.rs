@@ -173,6 +173,16 @@ mod tests {
             why.as_deref(),
             Some("StartupTaint \"example.com/agent\" still exists")
         );
+        let why = not_initialized(
+            &nc,
+            &ready_node(
+                serde_json::json!([{"key": "readiness.k8s.io/cni", "effect": "NoSchedule"}]),
+            ),
+        );
+        assert!(
+            why.is_some_and(|w| w.starts_with("KnownEphemeralTaint")),
+            "a readiness rule not met yet"
+        );
         // A taint of the user's own is no reason to wait.
         assert_eq!(
             not_initialized(

@@ -48,6 +48,12 @@ async fn a_launch_reads_its_node_class_from_the_store() {
     .await;
     let after = api_requests(&client).await;
     let launched = claims_of(&client, pool).await.len();
+    // One pod per node: a NodeClaim more is a node planned twice (a batch
+    // that did not yet see an earlier batch's NodeClaims).
+    assert_eq!(
+        launched, launches,
+        "NodeClaims for {launches} one-per-node pods"
+    );
     let counted = requests_between(
         &before,
         &after,
@@ -63,6 +69,12 @@ async fn a_launch_reads_its_node_class_from_the_store() {
     let log = std::env::temp_dir().join("karpenter-api-reads.log");
     let _ = std::fs::write(&log, controller.log());
     eprintln!("controller log: {}", log.display());
+    // One pod per node: a NodeClaim more is a node planned twice (a batch
+    // that did not yet see an earlier batch's NodeClaims).
+    assert_eq!(
+        launched, launches,
+        "NodeClaims for {launches} one-per-node pods"
+    );
     let class_gets = counted
         .get(&("GET".to_string(), "kwoknodeclasses".to_string()))
         .copied()
