@@ -155,8 +155,12 @@ impl Fleet {
 #[derive(Default)]
 struct Seen {
     claims: BTreeMap<String, ClaimSeen>,
-    /// NodeClaim -> when its Node first carried karpenter.sh/disrupted.
+    /// NodeClaim -> when its Node last began to carry karpenter.sh/disrupted:
+    /// a command abandoned (its leader killed, its replacement failed)
+    /// untaints, and a later command's replacements come after its own taint.
     disrupted: BTreeMap<String, Instant>,
+    /// The NodeClaims whose Node carried the taint at the last poll.
+    tainted: BTreeSet<String>,
     /// Whether the PDB floor is checked now (the Deployments are at scale).
     check_pdb: bool,
     /// The lowest (ready pods - PDB floor) seen while checked.
@@ -208,6 +212,7 @@ async fn watch(client: Client, seen: Arc<Mutex<Seen>>) {
                 e.deleting.get_or_insert(now);
             }
         }
+        let mut tainted_now = BTreeSet::new();
         for n in &nodes.items {
             let tainted = n
                 .spec
@@ -220,9 +225,13 @@ async fn watch(client: Client, seen: Arc<Mutex<Seen>>) {
                 .and_then(|s| s.provider_id.as_deref())
                 .and_then(|p| by_provider.get(p));
             if let (true, Some(claim)) = (tainted, claim) {
-                s.disrupted.entry(claim.clone()).or_insert(now);
+                tainted_now.insert(claim.clone());
+                if !s.tainted.contains(claim) {
+                    s.disrupted.insert(claim.clone(), now);
+                }
             }
         }
+        s.tainted = tainted_now;
         if s.check_pdb
             && let Ok(deployments) = deployments
         {
