@@ -42,6 +42,26 @@ pub fn node(name: &str) -> Object {
     }))
 }
 
+/// A NodePool whose template carries a label, an annotation, a taint, a
+/// startup taint and an expiry.
+pub fn node_pool(name: &str) -> Object {
+    Object(json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012x}", fnv(name))},
+        "spec": {"template": {
+            "metadata": {"labels": {"team": "web"}, "annotations": {"example.com/owner": "web"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.test", "kind": "TestNodeClass", "name": "default"},
+                "requirements": [],
+                "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "example.com/agent", "effect": "NoSchedule"}],
+                "expireAfter": "720h",
+            },
+        }},
+    }))
+}
+
 impl Object {
     pub fn deleting(mut self) -> Self {
         self.0["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:10:00Z");

@@ -438,3 +438,122 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
             .await;
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use engine::{Operator, Requirement};
+
+    fn requirement(key: &str, op: Operator, values: &[&str]) -> Requirement {
+        Requirement {
+            key: key.into(),
+            operator: op,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
+    }
+
+    #[test]
+    fn a_planned_claim_becomes_the_node_claim_the_api_accepts() {
+        let np: NodePool = fixtures::node_pool("default").build();
+        let planned = engine::NewNodeClaim {
+            node_pool: "default".into(),
+            requirements: vec![
+                requirement(labels::ZONE, Operator::In, &["z-1"]),
+                requirement(labels::HOSTNAME, Operator::In, &["pod-affinity-target"]),
+                requirement("example.com/empty", Operator::In, &[]),
+                requirement(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+            ],
+            instance_types: vec![1, 0],
+            instance_type_min_values: Some(2),
+            requests: [("cpu".to_string(), 1500), ("memory".to_string(), 1 << 30)]
+                .into_iter()
+                .collect(),
+            cheapest: None,
+            pods: vec![],
+        };
+        let plan = engine::Plan {
+            new_node_claims: vec![planned.clone()],
+            instance_types: vec!["m-4".into(), "m-2".into()],
+            ..Default::default()
+        };
+        let nc = node_claim(&np, &plan, &planned);
+        let meta = &nc.metadata;
+        assert_eq!(meta.generate_name.as_deref(), Some("default-"));
+        assert_eq!(
+            meta.finalizers.as_deref(),
+            Some(&[labels::TERMINATION_FINALIZER.to_string()][..]),
+            "created with the finalizer, so no patch adds it"
+        );
+        let labels_ = meta.labels.clone().unwrap_or_default();
+        assert_eq!(labels_.get("team").map(String::as_str), Some("web"));
+        assert_eq!(
+            labels_.get(labels::NODE_POOL).map(String::as_str),
+            Some("default")
+        );
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations.get("example.com/owner").map(String::as_str),
+            Some("web")
+        );
+        assert!(
+            annotations.contains_key(labels::NODE_POOL_HASH),
+            "drift compares it"
+        );
+        let owner = &meta.owner_references.as_deref().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("NodePool", "default")
+        );
+        assert_eq!(Some(&owner.uid), np.metadata.uid.as_ref());
+
+        let reqs: Vec<(String, String, Vec<String>, Option<i32>)> = nc
+            .spec
+            .requirements
+            .iter()
+            .map(|r| {
+                (
+                    r.key.clone(),
+                    r.operator.clone(),
+                    r.values.clone(),
+                    r.min_values,
+                )
+            })
+            .collect();
+        let own = |k: &str, v: &[&str]| {
+            (
+                k.to_string(),
+                "In".to_string(),
+                v.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                None,
+            )
+        };
+        assert_eq!(
+            reqs,
+            [
+                own(labels::CAPACITY_TYPE, &["on-demand"]),
+                (
+                    labels::INSTANCE_TYPE.to_string(),
+                    "In".to_string(),
+                    vec!["m-2".into(), "m-4".into()],
+                    Some(2)
+                ),
+                own(labels::ZONE, &["z-1"]),
+            ],
+            "no hostname, no empty In; instance types cheapest first with their minValues"
+        );
+        let requests = nc
+            .spec
+            .resources
+            .as_ref()
+            .map(|r| r.requests.clone())
+            .unwrap_or_default();
+        assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1500m"));
+        assert_eq!(requests.get("memory").map(|q| q.0.as_str()), Some("1Gi"));
+        assert_eq!(nc.spec.taints, np.spec.template.spec.taints);
+        assert_eq!(nc.spec.startup_taints, np.spec.template.spec.startup_taints);
+        assert_eq!(nc.spec.expire_after.as_deref(), Some("720h"));
+        assert_eq!(nc.spec.node_class_ref.name, "default");
+    }
+}

@@ -266,3 +266,34 @@ pub async fn delete_node_claim(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<()> 
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[test]
+    fn the_finalizer_patch_keeps_other_finalizers_and_names_its_copy() {
+        let nc: NodeClaim = fixtures::claim("a")
+            .finalizers(&["example.com/keep", TERMINATION_FINALIZER])
+            .build();
+        let Some(removed) = finalizer_patch(&nc, false) else {
+            panic!("the finalizer is there to remove");
+        };
+        assert_eq!(
+            removed,
+            serde_json::json!({"metadata": {"finalizers": ["example.com/keep"], "resourceVersion": "7"}}),
+            "a conflict, not an overwrite, if the object changed since"
+        );
+        assert_eq!(finalizer_patch(&nc, true), None, "already there");
+    }
+
+    #[test]
+    fn a_claim_being_deleted_gets_no_finalizer_added() {
+        let bare: NodeClaim = fixtures::claim("a").finalizers(&[]).build();
+        assert!(finalizer_patch(&bare, true).is_some());
+        let going: NodeClaim = fixtures::claim("a").finalizers(&[]).deleting().build();
+        assert_eq!(finalizer_patch(&going, true), None);
+        assert_eq!(finalizer_patch(&going, false), None, "nothing to remove");
+    }
+}
