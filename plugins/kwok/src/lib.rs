@@ -8,6 +8,7 @@
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 mod catalog;
+mod karpenter_json;
 mod nodes;
 
 use karpenter_plugin_sdk::prelude::*;
@@ -46,14 +47,14 @@ impl Guest for Kwok {
     }
 
     fn get_instance_types(_pool: NodePool, _class: NodeClass) -> Result<Vec<InstanceType>, Error> {
-        Ok(instance_types().collect())
+        Ok(instance_types()?.collect())
     }
 
     fn create(claim: NodeClaim, _class: NodeClass) -> Result<Instance, Error> {
         if let Some(existing) = nodes::get(&claim.name)? {
             return Ok(existing);
         }
-        let (it, offering) = cheapest_fit(&claim).ok_or_else(|| {
+        let (it, offering) = cheapest_fit(&claim)?.ok_or_else(|| {
             insufficient_capacity(
                 format!("no available offering satisfies nodeclaim {}", claim.name),
                 vec![],
@@ -113,24 +114,49 @@ impl Guest for Kwok {
 }
 
 /// The catalog, one type at a time, with the offerings that recently failed
-/// marked unavailable.
-fn instance_types() -> impl Iterator<Item = InstanceType> {
+/// marked unavailable. The setting INSTANCE_TYPES, when present, holds a
+/// catalog in the JSON of Karpenter's kwok provider; otherwise the built-in
+/// synthetic one.
+fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
     let unavailable = cache::keys("unavailable/");
-    catalog::shapes().into_iter().map(move |shape| {
-        catalog::instance_type(&shape, &|key: &str| {
-            unavailable
-                .binary_search_by(|k| k.as_str().cmp(key))
-                .is_ok()
+    let base: Box<dyn Iterator<Item = InstanceType>> = match imported() {
+        Some(Ok(types)) => Box::new(types.iter().cloned()),
+        Some(Err(e)) => return Err(fatal(e.clone())),
+        None => Box::new(
+            catalog::shapes()
+                .into_iter()
+                .map(|s| catalog::instance_type(&s)),
+        ),
+    };
+    Ok(base.map(move |mut it| {
+        for o in &mut it.offerings {
+            let key = catalog::unavailable_key(&it.name, &o.zone, &o.capacity_type);
+            if unavailable.binary_search(&key).is_ok() {
+                o.available = false;
+            }
+        }
+        it
+    }))
+}
+
+/// The INSTANCE_TYPES catalog, parsed once per instance: instances are reused
+/// and the setting only changes with a reload, which starts fresh ones.
+fn imported() -> Option<&'static Result<Vec<InstanceType>, String>> {
+    static IMPORTED: std::sync::OnceLock<Option<Result<Vec<InstanceType>, String>>> =
+        std::sync::OnceLock::new();
+    IMPORTED
+        .get_or_init(|| {
+            config::get_setting("INSTANCE_TYPES").map(|json| karpenter_json::parse(&json))
         })
-    })
+        .as_ref()
 }
 
 /// The cheapest available offering the claim allows. Only the best type so
 /// far is kept, not the catalog: up to `maxInstances` creates run at once,
 /// each in its own instance, and a catalog in each was most of their memory.
-fn cheapest_fit(claim: &NodeClaim) -> Option<(InstanceType, Offering)> {
+fn cheapest_fit(claim: &NodeClaim) -> Result<Option<(InstanceType, Offering)>, Error> {
     let mut best: Option<(InstanceType, Offering)> = None;
-    for it in instance_types() {
+    for it in instance_types()? {
         let Some(offering) = cheapest_offering_of(claim, &it) else {
             continue;
         };
@@ -139,7 +165,7 @@ fn cheapest_fit(claim: &NodeClaim) -> Option<(InstanceType, Offering)> {
             best = Some((it, offering));
         }
     }
-    best
+    Ok(best)
 }
 
 /// The setting OUT_OF_CAPACITY lists offerings (`type/zone/capacity-type`,

@@ -1,0 +1,234 @@
+//! A catalog in the JSON format of Karpenter's own kwok provider (its
+//! `instance_types.json`, or the file `INSTANCE_TYPES_FILE_PATH` names), read
+//! with that provider's rules: pods default to 110, every offering is
+//! available, kube-reserved is 100m CPU and 10Mi, and the size and family
+//! labels come from the type's name. Given the same file, both controllers
+//! choose among the same machines at the same prices.
+
+use crate::catalog::{LABEL_CPU, LABEL_FAMILY, LABEL_MEMORY, LABEL_SIZE};
+use karpenter_plugin_sdk::prelude::*;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawType {
+    name: String,
+    #[serde(default)]
+    offerings: Vec<RawOffering>,
+    #[serde(default)]
+    architecture: String,
+    #[serde(default)]
+    operating_systems: Vec<String>,
+    #[serde(default)]
+    resources: BTreeMap<String, String>,
+}
+
+// Karpenter's file spells these fields with capitals (Go's default names).
+#[derive(Deserialize)]
+struct RawOffering {
+    #[serde(rename = "Price", default)]
+    price: f64,
+    #[serde(rename = "Requirements", default)]
+    requirements: Vec<RawRequirement>,
+}
+
+#[derive(Deserialize)]
+struct RawRequirement {
+    key: String,
+    operator: String,
+    #[serde(default)]
+    values: Vec<String>,
+}
+
+/// Every type in the file, all offerings available.
+pub fn parse(json: &str) -> Result<Vec<InstanceType>, String> {
+    let raw: Vec<RawType> = serde_json::from_str(json)
+        .map_err(|e| format!("INSTANCE_TYPES is not Karpenter's kwok catalog JSON: {e}"))?;
+    raw.into_iter()
+        .map(|t| instance_type(t).map_err(|e| format!("INSTANCE_TYPES: {e}")))
+        .collect()
+}
+
+fn instance_type(raw: RawType) -> Result<InstanceType, String> {
+    let cpu = raw.resources.get("cpu").cloned().unwrap_or_default();
+    let memory = raw.resources.get("memory").cloned().unwrap_or_default();
+    let mut capacity = raw.resources.clone();
+    capacity
+        .entry("pods".into())
+        .or_insert_with(|| "110".into());
+    let capacity: Vec<(String, String)> = capacity.into_iter().collect();
+
+    let mut offerings = Vec::with_capacity(raw.offerings.len());
+    let mut zones: Vec<String> = Vec::new();
+    let mut capacity_types: Vec<String> = Vec::new();
+    for o in &raw.offerings {
+        let mut zone = None;
+        let mut capacity_type = None;
+        let mut requirements = Vec::new();
+        for r in &o.requirements {
+            let single = (r.operator == "In" && r.values.len() == 1).then(|| r.values[0].clone());
+            match r.key.as_str() {
+                labels::ZONE => zone = single,
+                labels::CAPACITY_TYPE => capacity_type = single,
+                _ => requirements.push(requirement(r)?),
+            }
+        }
+        let (Some(zone), Some(capacity_type)) = (zone, capacity_type) else {
+            return Err(format!(
+                "{}: every offering needs one zone and one capacity type (In, one value)",
+                raw.name
+            ));
+        };
+        if !o.price.is_finite() || o.price < 0.0 {
+            return Err(format!(
+                "{}: price {} is not a finite non-negative number",
+                raw.name, o.price
+            ));
+        }
+        if !zones.contains(&zone) {
+            zones.push(zone.clone());
+        }
+        if !capacity_types.contains(&capacity_type) {
+            capacity_types.push(capacity_type.clone());
+        }
+        offerings.push(Offering {
+            zone,
+            capacity_type,
+            price: o.price,
+            available: true,
+            reservation_capacity: None,
+            requirements,
+        });
+    }
+
+    Ok(InstanceType {
+        requirements: vec![
+            req_in(labels::INSTANCE_TYPE, &[&raw.name]),
+            req_in(labels::ARCH, &[&raw.architecture]),
+            req_in(labels::OS, &raw.operating_systems),
+            req_in(labels::ZONE, &zones),
+            req_in(labels::CAPACITY_TYPE, &capacity_types),
+            req_in(LABEL_SIZE, &[size_of(&raw.name, &cpu)]),
+            req_in(LABEL_FAMILY, &[family_of(&raw.name)]),
+            req_in(LABEL_CPU, &[&cpu]),
+            req_in(LABEL_MEMORY, &[&memory]),
+        ],
+        name: raw.name,
+        offerings,
+        capacity,
+        overhead: Overhead {
+            kube_reserved: resources(&[("cpu", "100m".into()), ("memory", "10Mi".into())]),
+            system_reserved: Vec::new(),
+            eviction_threshold: Vec::new(),
+        },
+    })
+}
+
+fn requirement(r: &RawRequirement) -> Result<Requirement, String> {
+    let operator = match r.operator.as_str() {
+        "In" => Operator::In,
+        "NotIn" => Operator::NotIn,
+        "Exists" => Operator::Exists,
+        "DoesNotExist" => Operator::DoesNotExist,
+        "Gt" => Operator::Gt,
+        "Lt" => Operator::Lt,
+        other => return Err(format!("operator {other:?} of {} is not supported", r.key)),
+    };
+    Ok(Requirement {
+        key: r.key.clone(),
+        operator,
+        values: r.values.clone(),
+        min_values: None,
+    })
+}
+
+/// AWS-style names (`m5.large`) carry their size; others take the CPU count.
+fn size_of(name: &str, cpu: &str) -> String {
+    const SIZES: [&str; 5] = ["nano", "micro", "small", "medium", "large"];
+    if let Some((family, size)) = name.split_once('.') {
+        let word = family.chars().all(|c| c.is_alphanumeric() || c == '_');
+        let xlarge = size
+            .strip_suffix("xlarge")
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+        if word && (SIZES.contains(&size) || xlarge || size == "metal") {
+            return size.to_string();
+        }
+    }
+    cpu.to_string()
+}
+
+/// The name up to its first `.` or `-`, or its first character.
+fn family_of(name: &str) -> String {
+    match name.split_once(['.', '-']) {
+        Some((family, _)) => family.to_string(),
+        None => name.chars().next().map(String::from).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"[{"name":"c-2x-amd64-linux","architecture":"amd64","operatingSystems":["linux"],
+        "resources":{"cpu":"2","memory":"4Gi","ephemeral-storage":"20Gi"},
+        "offerings":[
+          {"Price":0.03,"Available":true,"Requirements":[
+            {"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]},
+            {"key":"topology.kubernetes.io/zone","operator":"In","values":["test-zone-a"]}]},
+          {"Price":0.05,"Available":false,"Requirements":[
+            {"key":"karpenter.sh/capacity-type","operator":"In","values":["on-demand"]},
+            {"key":"topology.kubernetes.io/zone","operator":"In","values":["test-zone-b"]}]}]}]"#;
+
+    fn values<'a>(it: &'a InstanceType, key: &str) -> &'a [String] {
+        &it.requirements
+            .iter()
+            .find(|r| r.key == key)
+            .expect(key)
+            .values
+    }
+
+    #[test]
+    fn a_karpenter_catalog_reads_as_its_provider_reads_it() {
+        let types = parse(ONE).expect("parses");
+        let it = &types[0];
+        assert_eq!(it.name, "c-2x-amd64-linux");
+        assert_eq!(values(it, labels::ZONE), ["test-zone-a", "test-zone-b"]);
+        assert_eq!(values(it, labels::CAPACITY_TYPE), ["spot", "on-demand"]);
+        assert_eq!(values(it, LABEL_FAMILY), ["c"]);
+        assert_eq!(values(it, LABEL_SIZE), ["2"]);
+        assert_eq!(values(it, LABEL_MEMORY), ["4Gi"]);
+        assert!(
+            it.capacity.contains(&("pods".into(), "110".into())),
+            "pods default to 110"
+        );
+        assert!(
+            it.offerings.iter().all(|o| o.available),
+            "Karpenter's kwok makes every offering available"
+        );
+        assert_eq!(it.offerings[1].price, 0.05);
+        assert_eq!(
+            it.overhead.kube_reserved,
+            resources(&[("cpu", "100m".into()), ("memory", "10Mi".into())])
+        );
+    }
+
+    #[test]
+    fn names_give_size_and_family_as_karpenter_derives_them() {
+        assert_eq!(size_of("m5.2xlarge", "8"), "2xlarge");
+        assert_eq!(size_of("m5.metal", "96"), "metal");
+        assert_eq!(size_of("Standard_D2s_v5", "2"), "2");
+        assert_eq!(family_of("m5.2xlarge"), "m5");
+        assert_eq!(family_of("n2-standard-4"), "n2");
+        assert_eq!(family_of("Standard_D2s_v5"), "S");
+    }
+
+    #[test]
+    fn an_offering_without_a_zone_is_refused_with_its_type() {
+        let bad = r#"[{"name":"x-1","architecture":"amd64","operatingSystems":["linux"],"resources":{"cpu":"1"},
+            "offerings":[{"Price":1,"Requirements":[{"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]}]}]}]"#;
+        let err = parse(bad).expect_err("refused");
+        assert!(err.contains("x-1") && err.contains("zone"), "{err}");
+        assert!(parse("{").expect_err("not JSON").contains("INSTANCE_TYPES"));
+    }
+}

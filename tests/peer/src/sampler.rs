@@ -1,0 +1,128 @@
+//! The controller's memory and CPU from /proc, as the kernel counts them:
+//! resident memory of its process tree sampled four times a second, and CPU
+//! time of the tree (children that exited included).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const PAGE: u64 = 4096;
+const TICKS: f64 = 100.0;
+
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<u64>>>,
+    pid: u32,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Usage {
+    pub peak_rss_mb: f64,
+    pub p95_rss_mb: f64,
+    pub cpu_seconds: f64,
+}
+
+impl Sampler {
+    pub fn start(pid: u32) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let (s, v) = (stop.clone(), samples.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let rss: u64 = tree(pid).iter().filter_map(|p| rss_bytes(*p)).sum();
+                if rss > 0 {
+                    v.lock().expect("samples").push(rss);
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        Sampler {
+            stop,
+            samples,
+            pid,
+            thread: Some(thread),
+        }
+    }
+
+    /// Call before the process exits: CPU time is read from the live tree.
+    pub fn finish(mut self) -> Usage {
+        let cpu_seconds = tree(self.pid)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| cpu_ticks(*p, i == 0))
+            .sum::<u64>() as f64
+            / TICKS;
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut samples = self.samples.lock().expect("samples").clone();
+        samples.sort_unstable();
+        let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let p95 = samples
+            .get(((samples.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
+        Usage {
+            peak_rss_mb: mb(samples.last().copied().unwrap_or(0)),
+            p95_rss_mb: mb(p95),
+            cpu_seconds,
+        }
+    }
+}
+
+/// The process and its live descendants, the process first.
+fn tree(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(ppid) = stat_fields(pid).and_then(|f| f.get(1).and_then(|s| s.parse().ok()))
+            {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// Fields of /proc/PID/stat after the command name: state is [0], ppid [1],
+/// utime [11], stime [12], cutime [13], cstime [14].
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 2..];
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+fn cpu_ticks(pid: u32, with_reaped_children: bool) -> Option<u64> {
+    let f = stat_fields(pid)?;
+    let n = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    Some(
+        n(11)
+            + n(12)
+            + if with_reaped_children {
+                n(13) + n(14)
+            } else {
+                0
+            },
+    )
+}
+
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    Some(text.split_whitespace().nth(1)?.parse::<u64>().ok()? * PAGE)
+}
