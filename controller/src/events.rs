@@ -20,6 +20,11 @@ use std::time::{Duration, Instant};
 const DEDUPE: Duration = Duration::from_secs(120);
 /// Decisions remembered before the memory starts afresh.
 const MAX_REMEMBERED: usize = 100_000;
+/// Pod nominations published per second and in a burst, past which they are
+/// dropped: Karpenter's rate for them. A scale-out of thousands of pods would
+/// otherwise write thousands of events the API server stores for an hour.
+const NOMINATIONS_PER_SECOND: f64 = 5.0;
+const NOMINATION_BURST: f64 = 10.0;
 
 pub struct Events {
     client: Client,
@@ -29,6 +34,40 @@ pub struct Events {
     /// Object uid (as [`uid::key`]) to the hash of the last decision
     /// published for it.
     decisions: Mutex<HashMap<u128, u64>>,
+    nominations: Mutex<TokenBucket>,
+}
+
+/// `rate` tokens a second, up to `burst`; an event takes one or is dropped.
+struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl TokenBucket {
+    fn new(rate: f64, burst: f64) -> Self {
+        TokenBucket {
+            rate,
+            burst,
+            tokens: burst,
+            at: None,
+        }
+    }
+
+    fn try_take(&mut self, now: Instant) -> bool {
+        if let Some(at) = self.at {
+            let refill = now.saturating_duration_since(at).as_secs_f64() * self.rate;
+            self.tokens = (self.tokens + refill).min(self.burst);
+        }
+        self.at = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 #[derive(Default)]
@@ -54,6 +93,7 @@ impl Events {
             },
             recent: Mutex::default(),
             decisions: Mutex::default(),
+            nominations: Mutex::new(TokenBucket::new(NOMINATIONS_PER_SECOND, NOMINATION_BURST)),
         }
     }
 
@@ -120,6 +160,13 @@ impl Events {
         true
     }
 
+    /// Publishes a pod's nomination as a decision, unless nominations are
+    /// over their rate.
+    pub async fn nomination<K: Resource<DynamicType = ()>>(&self, pod: &K, note: String) {
+        self.decision_limited(pod, false, "Nominated", note, Some(&self.nominations))
+            .await;
+    }
+
     /// Publishes a decision about an object (a pod's nomination, a node kept
     /// from disruption) unless it is the one published last for it.
     pub async fn decision<K: Resource<DynamicType = ()>>(
@@ -129,11 +176,32 @@ impl Events {
         reason: &str,
         note: String,
     ) {
+        self.decision_limited(obj, warning, reason, note, None)
+            .await;
+    }
+
+    async fn decision_limited<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        note: String,
+        limit: Option<&Mutex<TokenBucket>>,
+    ) {
         let uid = uid::key(obj.meta().uid.as_deref().unwrap_or_default());
         let key = hash_of(&[reason, &note]);
         {
             let mut seen = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
             if seen.get(&uid) == Some(&key) {
+                return;
+            }
+            // Dropped by the rate, it is not remembered: a later batch may
+            // publish it.
+            if limit.is_some_and(|l| {
+                !l.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .try_take(Instant::now())
+            }) {
                 return;
             }
             if seen.len() >= MAX_REMEMBERED {
@@ -153,6 +221,23 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nominations_past_the_burst_wait_for_the_rate() {
+        let mut bucket = TokenBucket::new(NOMINATIONS_PER_SECOND, NOMINATION_BURST);
+        let start = Instant::now();
+        let burst = (0..100).filter(|_| bucket.try_take(start)).count();
+        assert_eq!(
+            burst, 10,
+            "a burst of ten, then nothing at the same instant"
+        );
+        let later = start + Duration::from_secs(2);
+        let refilled = (0..100).filter(|_| bucket.try_take(later)).count();
+        assert_eq!(refilled, 10, "two seconds at five a second");
+        let much_later = later + Duration::from_secs(3600);
+        let capped = (0..100).filter(|_| bucket.try_take(much_later)).count();
+        assert_eq!(capped, 10, "an idle hour refills to the burst, no more");
+    }
 
     #[tokio::test]
     async fn the_same_event_is_published_once_per_window() {

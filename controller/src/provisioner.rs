@@ -390,6 +390,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
         .filter_map(|n| n.metadata.name.clone())
         .collect();
     let mut decisions = Vec::new();
+    let mut nominations = Vec::new();
     let now = Instant::now();
     for p in &plan.placements {
         let target = match &p.target {
@@ -410,12 +411,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
             },
         };
         if let Some(pod) = pods.get(&p.pod.uid) {
-            decisions.push((
-                pod.clone(),
-                false,
-                "Nominated",
-                format!("Pod should schedule on: {target}"),
-            ));
+            nominations.push((pod.clone(), format!("Pod should schedule on: {target}")));
         }
     }
     for u in &plan.unschedulable {
@@ -430,6 +426,9 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
     }
     let events = ctx.events.clone();
     tokio::spawn(async move {
+        for (pod, note) in nominations {
+            events.nomination(pod.as_ref(), note).await;
+        }
         futures::stream::iter(decisions)
             .for_each_concurrent(16, |(pod, warning, reason, note)| {
                 let events = events.clone();

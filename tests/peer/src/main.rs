@@ -130,9 +130,13 @@ async fn run_one(
     let nodes = scenario::karpenter_nodes(&cluster.client).await?;
     let mut price = 0.0;
     let mut unpriced = 0;
+    let mut types = std::collections::BTreeMap::new();
     for n in &nodes {
         let l = n.metadata.labels.clone().unwrap_or_default();
         let get = |k: &str| l.get(k).map(String::as_str).unwrap_or("");
+        *types
+            .entry(get("node.kubernetes.io/instance-type").to_string())
+            .or_insert(0u32) += 1;
         match prices.of(
             get("node.kubernetes.io/instance-type"),
             get("topology.kubernetes.io/zone"),
@@ -153,6 +157,7 @@ async fn run_one(
             .push(format!("{unpriced} nodes not in the catalog"));
     }
     row.nodes_end = nodes.len() as u32;
+    row.node_types = types;
     row.price_per_hour = price;
     row.usage = usage;
     row.requests = requests;

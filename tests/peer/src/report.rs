@@ -23,6 +23,8 @@ pub struct Row {
     pub workload: String,
     pub timings: Timings,
     pub nodes_end: u32,
+    /// Instance type → nodes of it at the end.
+    pub node_types: std::collections::BTreeMap<String, u32>,
     pub price_per_hour: f64,
     pub usage: Usage,
     pub requests: Requests,
@@ -38,6 +40,7 @@ impl Row {
             workload: s.describe(scale),
             timings: Timings::default(),
             nodes_end: 0,
+            node_types: Default::default(),
             price_per_hour: 0.0,
             usage: Usage::default(),
             requests: Requests::default(),
@@ -126,6 +129,19 @@ fn text(rows: &[Row], karpenter_dir: &Path) -> String {
         for r in [k, o].into_iter().flatten() {
             if let Some(e) = &r.error {
                 let _ = writeln!(out, "- {} failed: {e}", r.controller.label());
+            }
+            if !r.node_types.is_empty() {
+                let types: Vec<String> = r
+                    .node_types
+                    .iter()
+                    .map(|(t, n)| format!("{n}× {t}"))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "- {} nodes: {}",
+                    r.controller.label(),
+                    types.join(", ")
+                );
             }
             for note in &r.timings.notes {
                 let _ = writeln!(out, "- {}: {note}", r.controller.label());

@@ -61,7 +61,7 @@ impl Pool {
                     "consolidateAfter": self.consolidate_after,
                     "budgets": [{"nodes": "100%"}]
                 },
-                "limits": {"cpu": "10000", "memory": "8000Gi"},
+                "limits": {"cpu": "100000", "memory": "100000Gi"},
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
