@@ -90,3 +90,77 @@ pub fn read(path: &Path) -> Result<Requests> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(
+        id: &str,
+        stage: &str,
+        user: &str,
+        verb: &str,
+        resource: &str,
+        sub: &str,
+        code: u16,
+    ) -> String {
+        serde_json::json!({
+            "auditID": id, "stage": stage, "verb": verb, "user": {"username": user},
+            "objectRef": {"resource": resource, "subresource": sub},
+            "responseStatus": {"code": code}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_controllers_requests_count_once_each_and_others_not_at_all() {
+        let c = CONTROLLER_USER;
+        let log = [
+            line("w", "ResponseStarted", c, "watch", "pods", "", 200),
+            line("w", "ResponseComplete", c, "watch", "pods", "", 200),
+            line("a", "ResponseComplete", c, "create", "nodeclaims", "", 201),
+            line("b", "ResponseComplete", c, "create", "nodeclaims", "", 409),
+            line(
+                "e",
+                "ResponseComplete",
+                c,
+                "create",
+                "pods",
+                "eviction",
+                201,
+            ),
+            line(
+                "s",
+                "ResponseComplete",
+                c,
+                "patch",
+                "nodeclaims",
+                "status",
+                200,
+            ),
+            line(
+                "x",
+                "ResponseComplete",
+                "admin",
+                "create",
+                "nodeclaims",
+                "",
+                201,
+            ),
+            "not json".to_string(),
+        ]
+        .join("\n");
+        let dir = std::env::temp_dir().join(format!("peer-audit-{}", std::process::id()));
+        std::fs::write(&dir, log).expect("write");
+        let r = read(&dir).expect("read");
+        std::fs::remove_file(&dir).ok();
+        assert_eq!(r.total, 5);
+        assert_eq!(
+            r.nodeclaims_created, 1,
+            "a refused create is not a NodeClaim"
+        );
+        assert_eq!(r.pods_evicted, 1);
+        assert_eq!(r.by_kind["watch pods"], 1);
+        assert_eq!(r.by_kind["patch nodeclaims/status"], 1);
+    }
+}

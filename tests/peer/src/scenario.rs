@@ -137,7 +137,7 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
             let start = Instant::now();
             let mut pool = Pool::default_named("default", "Never");
             pool.labels
-                .push(("peer.karpenter.sh/generation".into(), "2".into()));
+                .push(("peer.example.com/generation".into(), "2".into()));
             pools(ctx, &[pool])?;
             t.stable_s = Some(
                 stable(ctx, start, t.pods, |now: &BTreeSet<String>| {
@@ -157,7 +157,7 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
                 let mut p = Pool::default_named(&team, "Never");
                 p.weight = Some(i + 1);
                 p.labels
-                    .push(("peer.karpenter.sh/team".into(), team.clone()));
+                    .push(("peer.example.com/team".into(), team.clone()));
                 p.requirements.push(json!({
                     "key": "karpenter.kwok.sh/instance-family", "operator": "In",
                     "values": [families[i as usize % 3]]
@@ -169,8 +169,7 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
                     if i % 2 == 0 { "900m" } else { "1500m" },
                     "2Gi",
                 );
-                a.node_selector
-                    .push(("peer.karpenter.sh/team".into(), team));
+                a.node_selector.push(("peer.example.com/team".into(), team));
                 apps.push(a);
             }
             pools(ctx, &ps)?;

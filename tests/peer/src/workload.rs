@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "peer";
 /// Every workload pod carries this label.
-pub const POD_LABEL: (&str, &str) = ("peer.karpenter.sh/workload", "true");
+pub const POD_LABEL: (&str, &str) = ("peer.example.com/workload", "true");
 
 pub fn node_class() -> Value {
     json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}})
