@@ -5,6 +5,10 @@
 //! Capabilities it needs: HTTP to the cluster's API server (allowed hosts), the
 //! cluster view (endpoint), and a bearer token granted as a secret (setting
 //! `TOKEN_SECRET`, default `kube/token`).
+//!
+//! Other settings: `INSTANCE_TYPES`, a catalog in the JSON of Karpenter's own
+//! kwok provider, served instead of the built-in one; `OUT_OF_CAPACITY`,
+//! offerings whose launches fail with insufficient capacity.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 mod catalog;
