@@ -104,21 +104,18 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
         Scenario::ScaleOut => {
             pools(ctx, &[Pool::default_named("default", "Never")])?;
             let apps = [small("small", n(500)), large("large", n(500))];
-            t.pods = apps.iter().map(|a| a.replicas).sum();
-            t.running_s = Some(scale_out(ctx, &apps).await?);
+            scale_out(ctx, &mut t, &apps).await?;
         }
         Scenario::HostnameSpread => {
             pools(ctx, &[Pool::default_named("default", "Never")])?;
             let mut app = App::new("spread", n(2000), "100m", "128Mi");
             app.hostname_spread = true;
-            t.pods = app.replicas;
-            t.running_s = Some(scale_out(ctx, &[app]).await?);
+            scale_out(ctx, &mut t, &[app]).await?;
         }
         Scenario::Consolidation => {
             pools(ctx, &[Pool::default_named("default", "0s")])?;
             let apps = [small("small", n(500)), large("large", n(500))];
-            t.pods = apps.iter().map(|a| a.replicas).sum();
-            t.running_s = Some(scale_out(ctx, &apps).await?);
+            scale_out(ctx, &mut t, &apps).await?;
             let start = Instant::now();
             for a in &apps {
                 scale(ctx, &a.name, n(350)).await?;
@@ -131,8 +128,7 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
             let mut spread = small("spread", n(300));
             spread.hostname_spread = true;
             let apps = [spread, large("standard", n(300))];
-            t.pods = apps.iter().map(|a| a.replicas).sum();
-            t.running_s = Some(scale_out(ctx, &apps).await?);
+            scale_out(ctx, &mut t, &apps).await?;
             let before: BTreeSet<String> = nodes(ctx).await?.into_iter().collect();
             let start = Instant::now();
             let mut pool = Pool::default_named("default", "Never");
@@ -173,16 +169,14 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
                 apps.push(a);
             }
             pools(ctx, &ps)?;
-            t.pods = apps.iter().map(|a| a.replicas).sum();
-            t.running_s = Some(scale_out(ctx, &apps).await?);
+            scale_out(ctx, &mut t, &apps).await?;
         }
         Scenario::DoNotDisrupt => {
             pools(ctx, &[Pool::default_named("default", "0s")])?;
             let mut protected = App::new("protected", n(100), "900m", "450Mi");
             protected.do_not_disrupt = true;
             let apps = [small("small", n(500)), large("large", n(500)), protected];
-            t.pods = apps.iter().map(|a| a.replicas).sum();
-            t.running_s = Some(scale_out(ctx, &apps).await?);
+            scale_out(ctx, &mut t, &apps).await?;
             let protected_nodes = pod_nodes(ctx, "protected").await?;
             let start = Instant::now();
             scale(ctx, "small", n(250)).await?;
@@ -206,24 +200,27 @@ fn pools(ctx: &Ctx<'_>, pools: &[Pool]) -> Result<()> {
         .apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
 }
 
-/// Creates the apps and waits until every pod runs; seconds from creation.
-async fn scale_out(ctx: &mut Ctx<'_>, apps: &[App]) -> Result<f64> {
+/// Creates the apps and waits until every pod runs; records their count and
+/// the seconds from creation.
+async fn scale_out(ctx: &mut Ctx<'_>, t: &mut Timings, apps: &[App]) -> Result<()> {
     let start = Instant::now();
     let items: Vec<_> = apps.iter().map(App::manifest).collect();
     ctx.cluster
         .apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())?;
     let want: u32 = apps.iter().map(|a| a.replicas).sum();
+    t.pods = want;
     let deadline = start + ctx.timeout;
     loop {
         check_alive(ctx)?;
-        if running(ctx).await? >= want {
-            return Ok(start.elapsed().as_secs_f64());
+        let (running, _) = pod_phases(ctx).await?;
+        if running >= want {
+            t.running_s = Some(start.elapsed().as_secs_f64());
+            return Ok(());
         }
         if Instant::now() > deadline {
             bail!(
-                "pods not all Running after {:?} ({} of {want})",
-                ctx.timeout,
-                running(ctx).await?
+                "pods not all Running after {:?} ({running} of {want})",
+                ctx.timeout
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -260,7 +257,8 @@ async fn stable(
         if last.as_ref() != Some(&now) {
             changed = Instant::now();
         }
-        let settled = done(&now.0) && running(ctx).await? >= want && pending(ctx).await? == 0;
+        let (running, pending) = pod_phases(ctx).await?;
+        let settled = done(&now.0) && running >= want && pending == 0;
         last = Some(now);
         if settled && changed.elapsed() >= STABLE_FOR {
             return Ok(changed.duration_since(start).as_secs_f64());
@@ -284,30 +282,23 @@ fn check_alive(ctx: &mut Ctx<'_>) -> Result<()> {
     Ok(())
 }
 
-async fn workload_pods(ctx: &Ctx<'_>) -> Result<Vec<Pod>> {
+/// Workload pods Running (and not being deleted), and Pending, from one list.
+async fn pod_phases(ctx: &Ctx<'_>) -> Result<(u32, u32)> {
     let api: Api<Pod> = Api::namespaced(ctx.cluster.client.clone(), NAMESPACE);
     let selector = format!("{}={}", POD_LABEL.0, POD_LABEL.1);
-    Ok(api
+    let (mut running, mut pending) = (0, 0);
+    for p in api
         .list(&ListParams::default().labels(&selector))
         .await?
-        .items)
-}
-
-async fn running(ctx: &Ctx<'_>) -> Result<u32> {
-    Ok(workload_pods(ctx)
-        .await?
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-        .count() as u32)
-}
-
-async fn pending(ctx: &Ctx<'_>) -> Result<u32> {
-    Ok(workload_pods(ctx)
-        .await?
-        .iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
-        .count() as u32)
+        .items
+    {
+        match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Running") if p.metadata.deletion_timestamp.is_none() => running += 1,
+            Some("Pending") => pending += 1,
+            _ => {}
+        }
+    }
+    Ok((running, pending))
 }
 
 async fn pod_nodes(ctx: &Ctx<'_>, app: &str) -> Result<BTreeSet<String>> {
