@@ -106,6 +106,8 @@ pub struct Ctx {
     pub nominations: nominations::Nominations,
     pub batch_writes: batch_writes::BatchWrites,
     pub(crate) unseen_claims: unseen_claims::UnseenClaims,
+    /// The nodes disruption commands under way hold.
+    pub(crate) disrupting: disruption::InFlight,
     pub status_writes: lifecycle::Written,
     /// Passes that hold a copy of the whole cluster while they run (a
     /// disruption decision, a garbage-collection list) take turns here, so
@@ -140,6 +142,7 @@ impl Ctx {
             nominations: Default::default(),
             batch_writes: Default::default(),
             unseen_claims: Default::default(),
+            disrupting: Default::default(),
             status_writes: Default::default(),
             whole_cluster_pass: Default::default(),
             options,

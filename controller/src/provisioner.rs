@@ -178,7 +178,7 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
 
 /// Returns once the store holds every NodeClaim earlier batches created
 /// (each waited for at most `unseen_claims::MAX_WAIT`).
-async fn store_has_created_claims(ctx: &Ctx) {
+pub(crate) async fn store_has_created_claims(ctx: &Ctx) {
     let mut changes = ctx.cluster.node_claim_events.subscribe();
     let store = &ctx.cluster.node_claims;
     let in_store = |name: &str| store.get(&ObjectRef::new(name)).is_some();

@@ -2,8 +2,11 @@
 //! candidates `karpenter.sh/disrupted:NoSchedule`, create the replacements,
 //! wait until they are initialized, then delete the candidates' NodeClaims
 //! (termination drains them through the Eviction API). If a replacement
-//! fails, the candidates are untainted and stay.
+//! fails, the candidates are untainted and stay. The first two steps
+//! ([`start`]) run in the pass; the wait and the deletion ([`finish`]) run
+//! beside the passes.
 
+use super::in_flight::Held;
 use crate::Ctx;
 use crate::crds::NodeClaim;
 use crate::crds::nodeclaim::conditions;
@@ -117,10 +120,27 @@ fn targets(
     Ok(targets)
 }
 
-pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
-    let reason = cmd.reason.as_str();
+/// A command under way: its candidates tainted and held, its replacements
+/// created.
+pub struct Started {
+    command: Command,
+    claims: Vec<Arc<NodeClaim>>,
+    nodes: Vec<Arc<Node>>,
+    replacements: Vec<String>,
+    _held: Held,
+}
+
+/// Taints the candidates and creates the replacements. The pass waits for
+/// this much, so that the next decision sees the replacements (through
+/// `unseen_claims`) and the candidates as taken (through `held`).
+pub async fn start(
+    ctx: &Ctx,
+    command: Command,
+    pools: &[Pool],
+    held: Held,
+) -> anyhow::Result<Started> {
     let Targets { claims, nodes } = targets(
-        &cmd.candidates,
+        &command.candidates,
         &ctx.cluster.nodes.state(),
         &ctx.cluster.node_claims.state(),
     )?;
@@ -128,29 +148,51 @@ pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()>
     for n in &nodes {
         node_termination::taint(&api, n).await?;
     }
-    let replaced = replace(ctx, cmd, pools).await;
-    if let Err(e) = replaced {
-        for n in &nodes {
-            if let Err(u) = untaint(&api, &n.name_any()).await {
-                tracing::warn!(node = %n.name_any(), error = format!("{u:#}"), "untainting");
-            }
+    let replacements = match create_replacements(ctx, &command, pools).await {
+        Ok(names) => names,
+        Err(e) => {
+            untaint_all(ctx, &nodes).await;
+            return Err(e.context("creating replacements; the candidates stay"));
         }
+    };
+    Ok(Started {
+        command,
+        claims,
+        nodes,
+        replacements,
+        _held: held,
+    })
+}
+
+/// Waits until the replacements are initialized, then deletes the
+/// candidates' NodeClaims; if a replacement fails, untaints the candidates.
+pub async fn finish(ctx: &Ctx, started: Started) -> anyhow::Result<()> {
+    let Started {
+        command,
+        claims,
+        nodes,
+        replacements,
+        _held,
+    } = started;
+    if let Err(e) = wait_initialized(ctx, &replacements).await {
+        untaint_all(ctx, &nodes).await;
         return Err(e.context("replacing; the candidates stay"));
     }
+    let reason = command.reason.as_str();
     for claim in &claims {
         terminate(ctx, claim, reason).await?;
     }
     ctx.metrics
         .decisions
         .get_or_create(&DecisionLabels {
-            decision: if cmd.is_replace() {
+            decision: if command.is_replace() {
                 "replace"
             } else {
                 "delete"
             }
             .into(),
             reason: reason.into(),
-            consolidation_type: match cmd.method {
+            consolidation_type: match command.method {
                 Method::Emptiness => "empty",
                 Method::MultiNodeConsolidation => "multi",
                 Method::SingleNodeConsolidation => "single",
@@ -162,12 +204,22 @@ pub async fn run(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Creates the command's replacements and waits until all are initialized.
-async fn replace(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()> {
-    let plan = &cmd.replacements;
-    if plan.new_node_claims.is_empty() {
-        return Ok(());
+async fn untaint_all(ctx: &Ctx, nodes: &[Arc<Node>]) {
+    let api = Api::<Node>::all(ctx.client.clone());
+    for n in nodes {
+        if let Err(u) = untaint(&api, &n.name_any()).await {
+            tracing::warn!(node = %n.name_any(), error = format!("{u:#}"), "untainting");
+        }
     }
+}
+
+/// Creates the command's replacements; the names of those created.
+async fn create_replacements(
+    ctx: &Ctx,
+    cmd: &Command,
+    pools: &[Pool],
+) -> anyhow::Result<Vec<String>> {
+    let plan = &cmd.replacements;
     let by_name: BTreeMap<&str, &Pool> =
         pools.iter().map(|p| (p.engine.name.as_str(), p)).collect();
     let api = Api::<NodeClaim>::all(ctx.client.clone());
@@ -183,6 +235,7 @@ async fn replace(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()>
             .map_err(anyhow::Error::from)?;
         let name = made.name_any();
         ctx.nominations.nominate(&name, Instant::now());
+        ctx.unseen_claims.created([name.clone()], Instant::now());
         ctx.metrics
             .created
             .get_or_create(&crate::metrics::CreatedLabels {
@@ -193,7 +246,7 @@ async fn replace(ctx: &Ctx, cmd: &Command, pools: &[Pool]) -> anyhow::Result<()>
         tracing::info!(nodeclaim = %name, "replacement created");
         created.push(name);
     }
-    wait_initialized(ctx, &created).await
+    Ok(created)
 }
 
 async fn wait_initialized(ctx: &Ctx, names: &[String]) -> anyhow::Result<()> {

@@ -2,12 +2,16 @@
 //! to remove or replace; this module carries that out. Expired NodeClaims are
 //! deleted at once (forceful). A consolidation or emptiness command is
 //! decided again after the validation delay and dropped if the decision
-//! changed; drift needs no second look. `execute` then taints, replaces and
-//! deletes; a taint no command holds (a crashed leader's) is removed at the
-//! start of the next pass. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable
+//! changed; drift needs no second look. `execute` then taints and creates
+//! the replacements, and the rest of the command (waiting for them, deleting
+//! the candidates) runs beside the passes, holding its candidates
+//! (`in_flight`); a pass that started a command is followed at once by the
+//! next. A taint no command holds (a crashed leader's) is removed at the
+//! start of a pass. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable
 //! event; `repair` replaces unhealthy nodes when enabled.
 
 mod execute;
+mod in_flight;
 mod observe;
 pub mod repair;
 mod stale_taints;
@@ -18,8 +22,9 @@ use engine::disruption::{Command, DisruptionPlan, KeepKind, Method};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
+pub use in_flight::InFlight;
 pub use observe::Observer;
 
 #[derive(Debug, Clone)]
@@ -50,13 +55,37 @@ impl Default for Settings {
 pub async fn run(ctx: Arc<Ctx>) {
     let mut observer = Observer::default();
     let mut reporting = None;
+    // Dropped with this loop when leadership is lost, which aborts the
+    // commands under way: a deposed leader deletes nothing more.
+    let mut commands = JoinSet::new();
     let mut tick = tokio::time::interval(ctx.options.disruption.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut started = false;
     loop {
-        tick.tick().await;
-        if let Err(e) = pass(&ctx, &mut observer, &mut reporting).await {
-            tracing::warn!(error = format!("{e:#}"), "disruption pass");
+        if !started {
+            tick.tick().await;
         }
+        while let Some(done) = commands.try_join_next() {
+            match done {
+                Ok(Err(e)) => tracing::warn!(error = format!("{e:#}"), "disruption command"),
+                Err(e) if e.is_panic() => {
+                    tracing::error!(error = %e, "disruption command panicked")
+                }
+                _ => {}
+            }
+        }
+        started = match pass(&ctx, &mut observer, &mut reporting).await {
+            Ok(Some(command)) => {
+                let ctx = ctx.clone();
+                commands.spawn(async move { execute::finish(&ctx, command).await });
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), "disruption pass");
+                false
+            }
+        };
         if ctx.options.disruption.node_repair
             && let Err(e) = repair::pass(&ctx).await
         {
@@ -89,6 +118,7 @@ pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decisi
         .collect();
     let mut observed = observer.observed();
     observed.nominated = ctx.nominations.current(Instant::now());
+    observed.disrupting = ctx.disrupting.names();
     let (snap, skipped) = snapshot::disruption::build(&snapshot::disruption::Inputs {
         objects: snapshot::cluster::Objects {
             pods: &pods,
@@ -121,12 +151,16 @@ pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decisi
     })
 }
 
+/// Decides and starts this pass's command, if any; returns it to be
+/// finished beside the passes.
 async fn pass(
     ctx: &Ctx,
     observer: &mut Observer,
     reporting: &mut Option<JoinHandle<()>>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<execute::Started>> {
     stale_taints::remove(ctx).await;
+    // Decide on the replacements commands just created, not without them.
+    crate::provisioner::store_has_created_claims(ctx).await;
     let decision = {
         let _turn = ctx.whole_cluster_pass.lock().await;
         decide(ctx, observer).await?
@@ -149,7 +183,7 @@ async fn pass(
     }
     report_kept(ctx, &decision.plan, reporting);
     let Some(command) = decision.plan.command.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     tracing::info!(
         method = command.method.as_str(),
@@ -174,11 +208,14 @@ async fn pass(
                 candidates = ?command.candidates,
                 "the decision changed during validation; command dropped"
             );
-            return Ok(());
+            return Ok(None);
         }
         again
     };
-    execute::run(ctx, &command, &decision.pools).await
+    let held = ctx.disrupting.hold(&command.candidates);
+    execute::start(ctx, command, &decision.pools, held)
+        .await
+        .map(Some)
 }
 
 /// Validation: the same method would remove the same nodes with as many

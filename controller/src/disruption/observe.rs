@@ -135,6 +135,7 @@ impl Observer {
                 .filter_map(|(n, (_, v))| Some((n.clone(), v.clone()?)))
                 .collect(),
             nominated: BTreeSet::new(),
+            disrupting: BTreeSet::new(),
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Disruption taints nobody is acting on. A command is carried out within
-//! one disruption pass, so when a pass starts, a Node tainted
-//! `karpenter.sh/disrupted` whose NodeClaim is not being deleted belongs to
-//! no command: a leader crashed or was deposed mid-command. Karpenter removes
+//! Disruption taints nobody is acting on. A Node tainted
+//! `karpenter.sh/disrupted` whose NodeClaim is not being deleted and that no
+//! command under way holds belongs to no command: a leader crashed or was
+//! deposed mid-command. Karpenter removes
 //! such taints at the start of each pass; so does this, or the node would
 //! take no pods until something deleted it.
 
@@ -12,10 +12,15 @@ use kube::api::Api;
 use std::sync::Arc;
 
 /// The Nodes whose disruption taint is stale.
-pub fn stale<'a>(nodes: &'a [Arc<Node>], index: &ClaimIndex<'_>) -> Vec<&'a str> {
+pub fn stale<'a>(
+    nodes: &'a [Arc<Node>],
+    index: &ClaimIndex<'_>,
+    held: impl Fn(&str) -> bool,
+) -> Vec<&'a str> {
     nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter(|n| !n.metadata.name.as_deref().is_some_and(&held))
         .filter(|n| {
             n.taints()
                 .iter()
@@ -33,7 +38,7 @@ pub fn stale<'a>(nodes: &'a [Arc<Node>], index: &ClaimIndex<'_>) -> Vec<&'a str>
 pub async fn remove(ctx: &Ctx) {
     let (nodes, claims) = (ctx.cluster.nodes.state(), ctx.cluster.node_claims.state());
     let index = ClaimIndex::new(&nodes, &claims);
-    let stale = stale(&nodes, &index);
+    let stale = stale(&nodes, &index, |name| ctx.disrupting.contains(name));
     if stale.is_empty() {
         return;
     }
@@ -105,14 +110,19 @@ mod tests {
             node("node-being-deleted", true, true),
             node("untainted", false, false),
             node("not-ours", true, false),
+            node("held-by-a-command", true, false),
         ];
         let claims = vec![
             claim("left-by-a-crashed-leader", false),
             claim("terminating", true),
             claim("node-being-deleted", false),
             claim("untainted", false),
+            claim("held-by-a-command", false),
         ];
         let index = ClaimIndex::new(&nodes, &claims);
-        assert_eq!(stale(&nodes, &index), vec!["left-by-a-crashed-leader"]);
+        assert_eq!(
+            stale(&nodes, &index, |n| n == "held-by-a-command"),
+            vec!["left-by-a-crashed-leader"]
+        );
     }
 }

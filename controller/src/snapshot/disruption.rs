@@ -32,6 +32,8 @@ pub struct Observed {
     pub provider_drift: BTreeMap<String, String>,
     /// Node and NodeClaim names the provisioner just planned pods onto.
     pub nominated: BTreeSet<String>,
+    /// Node and NodeClaim names that disruption commands under way hold.
+    pub disrupting: BTreeSet<String>,
 }
 
 pub struct Inputs<'a> {
@@ -206,6 +208,7 @@ fn cluster_node(
     }
     cn.last_pod_event = inputs.observed.last_pod_event.get(&name).copied();
     cn.nominated |= inputs.observed.nominated.contains(&name);
+    cn.deleting |= inputs.observed.disrupting.contains(&name);
     Ok(cn)
 }
 
@@ -237,6 +240,7 @@ fn claim_fields(
     cn.provider_drift = inputs.observed.provider_drift.get(&name).cloned();
     cn.drifted_since = inputs.observed.drifted_since.get(&name).copied();
     cn.nominated = inputs.observed.nominated.contains(&name);
+    cn.deleting |= inputs.observed.disrupting.contains(&name);
 }
 
 fn node_pod(p: &Pod, converter: &mut pods::Pods) -> anyhow::Result<NodePod> {

@@ -152,3 +152,47 @@ fn the_pods_of_one_template_share_what_it_decides() {
     assert_eq!(big.requests.get("cpu"), Some(&2000));
     assert_eq!(big.labels, a.labels);
 }
+
+/// A node a disruption command under way holds is, to the next decision,
+/// already going: not a candidate again, and counted against the budgets.
+#[test]
+fn a_node_a_command_holds_is_deleting_to_the_next_decision() {
+    use karpenter_controller::snapshot::disruption::{Inputs, Observed, build};
+    let nodes = [
+        starting_node("held", json!({})),
+        starting_node("free", json!({})),
+    ];
+    let claims = [claim("held"), claim("free"), claim("launching-held")];
+    let mut launching = (*claims[2]).clone();
+    if let Some(s) = launching.status.as_mut() {
+        s.provider_id = None;
+    }
+    let claims = [claims[0].clone(), claims[1].clone(), Arc::new(launching)];
+    let observed = Observed {
+        disrupting: ["held", "launching-held"].map(String::from).into(),
+        ..Observed::default()
+    };
+    let (snapshot, skipped) = build(&Inputs {
+        objects: Objects {
+            pods: &[],
+            nodes: &nodes,
+            node_claims: &claims,
+            daemon_sets: &[],
+        },
+        pdbs: &[],
+        pools: &[],
+        observed: &observed,
+        now: 0,
+        options: Default::default(),
+    });
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let deleting: Vec<_> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.deleting))
+        .collect();
+    assert_eq!(
+        deleting,
+        [("held", true), ("free", false), ("launching-held", true)]
+    );
+}

@@ -172,6 +172,8 @@ pub fn start(
                 .arg(&cluster.ca_file)
                 .args(["--metrics-address", &format!("127.0.0.1:{}", free_port()?)])
                 .env("DISABLE_LEADER_ELECTION", "true")
+                // The chart's level, as Karpenter runs at its own default.
+                .env("LOG_LEVEL", "info")
                 .env_remove("POD_NAME");
             c
         }
