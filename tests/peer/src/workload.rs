@@ -31,7 +31,10 @@ pub struct Pool {
 
 impl Pool {
     /// Karpenter's performance suite's NodePool: Linux, on-demand, every
-    /// budget open, no expiry.
+    /// budget open, no expiry, no limits. Any limit would skew the match:
+    /// Karpenter counts a NodeClaim it plans at its largest instance type,
+    /// so with this catalog's 1.5 TiB types even a limit far above the
+    /// workload stops its batches early.
     pub fn default_named(name: &str, consolidate_after: &'static str) -> Pool {
         Pool {
             name: name.into(),
@@ -61,7 +64,6 @@ impl Pool {
                     "consolidateAfter": self.consolidate_after,
                     "budgets": [{"nodes": "100%"}]
                 },
-                "limits": {"cpu": "100000", "memory": "100000Gi"},
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
