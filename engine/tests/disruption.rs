@@ -454,6 +454,31 @@ fn evicted_pods_may_not_count_on_an_uninitialized_node() {
 }
 
 #[test]
+fn a_drifted_node_does_not_wait_for_an_uninitialized_one() {
+    // The replacement of an earlier command, still coming up: consolidation
+    // waits for it (above), drift replaces the node without it.
+    let mut fresh = d("fresh", "Standard_D8s_v5");
+    fresh.initialized = false;
+    let mut drifted = filled(d("a", "Standard_D8s_v5"), 1, 1000);
+    drifted.node_pool_hash_drifted = true;
+    let plan = disrupt(&dsnapshot(
+        vec![on_demand_only(dpool("default", d_series()))],
+        vec![drifted, fresh],
+    ));
+    let cmd = command(&plan);
+    assert_eq!(cmd.method, Method::Drift);
+    assert_eq!(cmd.candidates, ["a"]);
+    assert!(cmd.is_replace(), "{cmd:#?}");
+    assert!(
+        cmd.replacements
+            .placements
+            .iter()
+            .all(|p| matches!(p.target, Target::NewNodeClaim(_))),
+        "{cmd:#?}"
+    );
+}
+
+#[test]
 fn consolidation_that_needs_two_new_nodes_is_refused() {
     let anti = PodAffinity {
         required: vec![term(HOSTNAME, &[("app", "solo")])],

@@ -1,8 +1,10 @@
 //! Drift: replace nodes that no longer match their NodePool (hash or
 //! requirements) or that the provider says drifted, oldest drift first.
 //! Empty drifted nodes go together; otherwise the first whose pods all find a
-//! place goes, with whatever NodeClaims that takes. No price test: drift is
-//! about correctness, not savings.
+//! place goes, with whatever NodeClaims that takes. Its pods pass over nodes
+//! still initializing, so commands follow each other without waiting for the
+//! previous replacement. No price test: drift is about correctness, not
+//! savings.
 
 use crate::plan::Plan;
 
@@ -68,7 +70,7 @@ pub(crate) fn run(
             );
             continue;
         }
-        match sim.simulate(&[cand.node]) {
+        match sim.simulate_replacing(&[cand.node]) {
             Outcome::Stuck(why) => notes.say(cand.node, KeepKind::DisruptionBlocked, why),
             Outcome::Placed(run) => {
                 let replacements = run.into_plan();

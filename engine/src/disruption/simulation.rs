@@ -159,8 +159,23 @@ impl<'p> Simulator<'p> {
         }
     }
 
-    /// Schedules with `nodes` (indexes into [`Cluster::nodes`]) removed.
+    /// Schedules with `nodes` (indexes into [`Cluster::nodes`]) removed. A
+    /// moving pod that would land on a node not initialized yet makes the
+    /// move wait for it, as Karpenter's consolidation does: once that node is
+    /// up, the pod may fit there with no new node at all.
     pub(crate) fn simulate(&self, nodes: &[usize]) -> Outcome<'p> {
+        self.run(nodes, false)
+    }
+
+    /// As [`Simulator::simulate`], for nodes that go whatever it costs
+    /// (drift): their pods pass over nodes not initialized yet and find
+    /// another place, so a replacement still coming up for an earlier command
+    /// does not hold this one back.
+    pub(crate) fn simulate_replacing(&self, nodes: &[usize]) -> Outcome<'p> {
+        self.run(nodes, true)
+    }
+
+    fn run(&self, nodes: &[usize], moving_settled_only: bool) -> Outcome<'p> {
         let mut removed = self.removed.clone();
         let mut pods = self.always.clone();
         for &n in nodes {
@@ -171,7 +186,9 @@ impl<'p> Simulator<'p> {
                 pods.extend_from_slice(m);
             }
         }
-        let mut run = Run::new(self.p, &removed, pods);
+        let mut run = Run::with_settled(self.p, &removed, pods, |pod| {
+            moving_settled_only && matches!(self.origin[pod as usize], Origin::Candidate(_))
+        });
         // Pending pods may stay pending; evicted pods must land, and not on a
         // node that is not initialized yet (it may never be). `None`: no place.
         let mut stuck: Vec<(PodRef, usize, Option<String>)> = Vec::new();

@@ -30,7 +30,18 @@ pub(crate) struct Run<'p> {
 impl<'p> Run<'p> {
     /// Schedules `pods` (indexes into [`Prepared::pods`]) with the existing
     /// nodes marked in `removed` left out.
-    pub(crate) fn new(p: &'p Prepared<'p>, removed: &[bool], mut pods: Vec<u32>) -> Self {
+    pub(crate) fn new(p: &'p Prepared<'p>, removed: &[bool], pods: Vec<u32>) -> Self {
+        Self::with_settled(p, removed, pods, |_| false)
+    }
+
+    /// As [`Run::new`], but the pods for which `settled_only` holds skip
+    /// existing nodes that are not initialized yet.
+    pub(crate) fn with_settled(
+        p: &'p Prepared<'p>,
+        removed: &[bool],
+        mut pods: Vec<u32>,
+        settled_only: impl Fn(u32) -> bool,
+    ) -> Self {
         pods.sort_unstable();
         pods.dedup();
         let mut st = State::new(p, removed);
@@ -51,7 +62,7 @@ impl<'p> Run<'p> {
             queue.pop_front();
             let shape = p.pods[pods[iu] as usize].shape;
             let cls = st.class_for(shape, relax[iu]);
-            if let Some(s) = st.place(i, cls) {
+            if let Some(s) = st.place(i, cls, settled_only(pods[iu])) {
                 spots[iu] = Some(s);
                 continue;
             }

@@ -257,11 +257,16 @@ impl<'p> State<'p> {
         id
     }
 
-    /// Places pod `pod` of class `cls`: existing nodes, then new NodeClaims
-    /// fewest pods first, then a new NodeClaim from the first pool that fits.
-    pub(crate) fn place(&mut self, pod: u32, cls: u32) -> Option<Spot> {
+    /// Places pod `pod` of class `cls`: existing nodes (only initialized ones
+    /// when `settled_only`), then new NodeClaims fewest pods first, then a new
+    /// NodeClaim from the first pool that fits.
+    pub(crate) fn place(&mut self, pod: u32, cls: u32, settled_only: bool) -> Option<Spot> {
         for i in 0..self.usable.len() {
             let n = self.usable[i];
+            let node = &self.p.nodes[n];
+            if settled_only && (!node.initialized || node.in_flight) {
+                continue;
+            }
             if self.fits_node(n, cls) {
                 self.commit_node(n, cls);
                 return Some(Spot::Node(n));
