@@ -200,7 +200,7 @@ impl<'p> Simulator<'p> {
                 (_, None) => stuck.push((pod_ref(), i, None)),
                 (Origin::Candidate(_), Some(Spot::Node(n))) => {
                     let node = &self.p.nodes[n];
-                    if !node.initialized || node.in_flight {
+                    if !node.settled() {
                         let kind = if node.in_flight { "nodeclaim" } else { "node" };
                         let why =
                             format!("would schedule against uninitialized {kind}/{}", node.name);

@@ -123,6 +123,14 @@ pub(crate) struct NodeC {
     pub(crate) bound: Vec<BoundC>,
 }
 
+impl NodeC {
+    /// Up and initialized: neither a NodeClaim without its Node nor a Node
+    /// still starting.
+    pub(crate) fn settled(&self) -> bool {
+        self.initialized && !self.in_flight
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct BoundC {
     pub(crate) label_set: u32,

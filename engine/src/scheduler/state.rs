@@ -263,8 +263,7 @@ impl<'p> State<'p> {
     pub(crate) fn place(&mut self, pod: u32, cls: u32, settled_only: bool) -> Option<Spot> {
         for i in 0..self.usable.len() {
             let n = self.usable[i];
-            let node = &self.p.nodes[n];
-            if settled_only && (!node.initialized || node.in_flight) {
+            if settled_only && !self.p.nodes[n].settled() {
                 continue;
             }
             if self.fits_node(n, cls) {
