@@ -5,6 +5,9 @@ CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$CLUSTER_DIR/versions.env"
 
+# shellcheck source=node.sh
+source "$CLUSTER_DIR/node.sh"
+
 # Use the installed Go as is (never download a toolchain).
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 
@@ -69,6 +72,7 @@ CLUSTER_PROCESSES=(kwok kube-scheduler kube-controller-manager kube-apiserver et
 # wait up to 10 s, then SIGKILL what is left.
 stop_cluster() {
   local data=$1 p pid pids=() deadline
+  node_stop "$data"
   for p in "${CLUSTER_PROCESSES[@]}"; do
     if pid_alive "$data/$p.pid" "$p"; then
       pid=$(cat "$data/$p.pid")
