@@ -81,6 +81,38 @@ impl Elector {
         }
     }
 
+    /// Gives the lease up, as client-go's ReleaseOnCancel does: an empty
+    /// holder, which any candidate may take at once, instead of the standby
+    /// waiting out the lease duration.
+    pub async fn release(&mut self) {
+        let e = &self.election;
+        let lease = match self.api.get_opt(&e.name).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::warn!(error = %err, "releasing the leader lease");
+                return;
+            }
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(e.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = Some(String::new());
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
+        let mut released = lease;
+        released.spec = Some(spec);
+        match self
+            .api
+            .replace(&e.name, &PostParams::default(), &released)
+            .await
+        {
+            Ok(_) => tracing::info!(identity = %e.identity, "released the leader lease"),
+            Err(err) => tracing::warn!(error = %err, "releasing the leader lease"),
+        }
+    }
+
     async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
         let e = &self.election;
         let now = MicroTime(jiff::Timestamp::now());

@@ -151,8 +151,13 @@ impl Ctx {
 }
 
 /// Runs until leadership is lost (an error: the process should exit so a
-/// fresh start rebuilds its state) or the process is interrupted.
+/// fresh start rebuilds its state) or the process is asked to stop (SIGTERM,
+/// as the kubelet stops a pod, or SIGINT); a leader then releases its lease.
 pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> anyhow::Result<()> {
+    // Before anything else: as a container's PID 1, a signal without a
+    // handler is ignored, and the kubelet would wait out the grace period.
+    let shutdown = shutdown_signal()?;
+    tokio::pin!(shutdown);
     let metrics = Arc::new(metrics::Metrics::default());
     let mut prometheus = prometheus_client::registry::Registry::default();
     metrics.register(&mut prometheus);
@@ -169,7 +174,10 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
     // Plugins load (and compile) while the watchers fill, with the health
     // endpoints already answering.
     let cluster = cluster::Cluster::start(&client, metrics.clone()).await;
-    let (loaded, synced) = tokio::join!(registry.reload(), cluster.wait_ready());
+    let (loaded, synced) = tokio::select! {
+        r = async { tokio::join!(registry.reload(), cluster.wait_ready()) } => r,
+        () = &mut shutdown => return Ok(()),
+    };
     loaded.context("loading the plugins")?;
     synced.context("waiting for the watchers")?;
     let _reload = registry.watch(Duration::from_secs(5));
@@ -182,7 +190,10 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         .map(|e| leader::Elector::new(client.clone(), e));
     if let Some(elector) = &mut elector {
         tracing::info!("waiting for the leader lease");
-        elector.acquire().await;
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = &mut shutdown => return Ok(()),
+        }
     }
     metrics.leader.set(1);
     let ctx = Ctx::new(client, registry, cluster, metrics, options);
@@ -204,13 +215,37 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
     let result = match &mut elector {
         Some(elector) => tokio::select! {
             () = elector.hold() => Err(anyhow::anyhow!("lost the leader lease")),
-            r = tokio::signal::ctrl_c() => r.context("signal handler"),
+            () = &mut shutdown => Ok(()),
         },
-        None => tokio::signal::ctrl_c().await.context("signal handler"),
+        None => {
+            shutdown.await;
+            Ok(())
+        }
     };
-    for l in loops {
+    for l in &loops {
         l.abort();
     }
+    // Nothing acts any more once the lease is given up.
+    for l in loops {
+        let _ = l.await;
+    }
     ctx.metrics.leader.set(0);
+    if let (Ok(()), Some(elector)) = (&result, &mut elector) {
+        elector.release().await;
+    }
     result
+}
+
+/// Resolves on SIGTERM or SIGINT; the handlers are in place once this returns.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "shutting down");
+    })
 }
