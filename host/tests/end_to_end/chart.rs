@@ -23,15 +23,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-fn chart() -> PathBuf {
+pub(crate) fn chart() -> PathBuf {
     repo().join("charts/karpenter")
 }
 
-fn seed_values() -> PathBuf {
+pub(crate) fn seed_values() -> PathBuf {
     repo().join("tests/chart/seed-values.yaml")
 }
 
-fn helm(c: &Cluster, args: &[&str]) -> String {
+pub(crate) fn helm(c: &Cluster, args: &[&str]) -> String {
     let out = Command::new(helm_bin(c))
         .args(args)
         .env("KUBECONFIG", &c.kubeconfig)
@@ -94,7 +94,7 @@ fn chart_plugin(name: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}; run `make chart` first", path.display()))
 }
 
-fn base64(bytes: &[u8]) -> String {
+pub(crate) fn base64(bytes: &[u8]) -> String {
     serde_json::to_value(ByteString(bytes.to_vec()))
         .expect("base64")
         .as_str()
@@ -835,7 +835,7 @@ async fn the_charts_service_account_is_enough_for_inflate() {
 }
 
 /// kubectl that may fail.
-fn kubectl_ok(c: &Cluster, args: &[&str]) -> bool {
+pub(crate) fn kubectl_ok(c: &Cluster, args: &[&str]) -> bool {
     Command::new(&c.kubectl)
         .args(args)
         .env("KUBECONFIG", &c.kubeconfig)

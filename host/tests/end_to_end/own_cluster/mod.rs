@@ -2,3 +2,4 @@
 
 mod chaos;
 mod controller_scale;
+mod image;
