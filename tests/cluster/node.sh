@@ -212,9 +212,6 @@ node_cgroups() {
   done
 }
 
-# node_ctr ARGS...: ctr against the node's containerd, in the CRI namespace.
-node_ctr() { ctr --address "$CLUSTER_STATE_ROOT/$NAME/node/containerd.sock" --namespace k8s.io "$@"; }
-
 # node_stop DATA: stop the node's processes, its containers and their mounts,
 # and remove its bridge and iptables rules. Safe to run on a half-started node.
 node_stop() {

@@ -88,7 +88,12 @@ pub fn rebuilt(wasm: &[u8], marker: &str) -> Vec<u8> {
 
 /// Who holds the leader Lease `name` in kube-system.
 pub async fn lease_holder(client: &Client, name: &str) -> Option<String> {
-    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "kube-system")
+    lease_holder_in(client, "kube-system", name).await
+}
+
+/// Who holds the leader Lease `name` in namespace `ns`.
+pub async fn lease_holder_in(client: &Client, ns: &str, name: &str) -> Option<String> {
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), ns)
         .get_opt(name)
         .await
         .ok()??

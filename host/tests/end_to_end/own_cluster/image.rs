@@ -24,6 +24,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const RELEASE: &str = "karpenter";
+/// The chart's leader Lease, in the release's namespace.
+const LEASE: &str = "karpenter-leader-election";
 const NS: &str = "karpenter";
 const REPOSITORY: &str = "localhost/karpenter-wasm/karpenter";
 /// The `kubernetes` Service, which kube-proxy sends to the API server.
@@ -387,15 +389,6 @@ fn kubelet_memory(c: &Cluster, node: &str, pod: &str) -> (u64, u64) {
     )
 }
 
-async fn lease_holder(client: &Client) -> Option<String> {
-    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), NS)
-        .get_opt("karpenter-leader-election")
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-}
-
 #[tokio::test]
 #[ignore = "needs a cluster with a node (tests/cluster/up NAME --node) and KARPENTER_TEST_IMAGE"]
 async fn the_chart_runs_from_the_image_on_a_real_kubelet() {
@@ -581,7 +574,7 @@ async fn the_chart_runs_from_the_image_on_a_real_kubelet() {
     );
     install(&c, two.path());
     let pods = wait_ready(&client, 2).await;
-    let leader = lease_holder(&client).await.expect("a leader");
+    let leader = lease_holder_in(&client, NS, LEASE).await.expect("a leader");
     assert!(pods.iter().any(|p| p.name_any() == leader), "{leader}");
     let deleted = Instant::now();
     Api::<Pod>::namespaced(client.clone(), NS)
@@ -589,7 +582,7 @@ async fn the_chart_runs_from_the_image_on_a_real_kubelet() {
         .await
         .expect("delete the leader");
     wait_for("another leader", Duration::from_secs(60), || async {
-        match lease_holder(&client).await {
+        match lease_holder_in(&client, NS, LEASE).await {
             Some(h) if h != leader && !h.is_empty() => Ok(()),
             other => Err(format!("held by {other:?}")),
         }
