@@ -1,6 +1,7 @@
 # The controller image: a static (musl) `karpenter` binary on distroless,
-# running as a non-root user. Plugins are not in the image: the chart delivers
-# them in ConfigMaps.
+# running as a non-root user. The controller's plugins are not in the image:
+# the chart delivers them in ConfigMaps. (The binary embeds the bundled
+# providers for `karpenter simulate` alone, built for wasm32-wasip2.)
 #
 #   docker build -t karpenter:dev .
 #   docker build --build-arg TARGET=aarch64-unknown-linux-musl -t karpenter:dev-arm64 .
@@ -9,7 +10,7 @@ ARG TARGET=x86_64-unknown-linux-musl
 RUN apt-get update \
  && apt-get install -y --no-install-recommends musl-tools \
  && rm -rf /var/lib/apt/lists/* \
- && rustup target add "$TARGET"
+ && rustup target add "$TARGET" wasm32-wasip2
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

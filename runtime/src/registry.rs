@@ -26,7 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub struct Registry {
     runtime: Arc<Runtime>,
-    dir: Dir,
+    /// None for a fixed set of plugins, which nothing reloads.
+    dir: Option<Dir>,
     sources: Sources,
     state: RwLock<State>,
 }
@@ -89,10 +90,52 @@ impl Registry {
         };
         Arc::new(Registry {
             runtime,
-            dir,
+            dir: Some(dir),
             sources,
             state: RwLock::default(),
         })
+    }
+
+    /// These plugins, loaded once: no directory stands behind them, so
+    /// `reload` changes nothing. The commands that plan offline use the
+    /// plugins built into the binary this way.
+    pub async fn fixed(
+        runtime: Arc<Runtime>,
+        plugins: &[(&str, &[u8])],
+    ) -> anyhow::Result<Arc<Self>> {
+        let registry = Arc::new(Registry {
+            sources: Sources {
+                volume: None,
+                client: Some(runtime.http.client()),
+            },
+            runtime,
+            dir: None,
+            state: RwLock::default(),
+        });
+        for (name, wasm) in plugins {
+            let plugin = registry
+                .runtime
+                .load(name, wasm, PluginConfig::default())
+                .await
+                .with_context(|| format!("loading the built-in plugin {name}"))?;
+            if let Some(why) = registry.conflict(name, &plugin) {
+                anyhow::bail!("the built-in plugin {name}: {why}");
+            }
+            let digest = hex::encode(Sha256::digest(wasm));
+            registry
+                .state
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .plugins
+                .insert(
+                    name.to_string(),
+                    Loaded {
+                        plugin: Arc::new(plugin),
+                        digest,
+                    },
+                );
+        }
+        Ok(registry)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -131,10 +174,13 @@ impl Registry {
 
     /// One pass: load new and changed plugins, drop removed ones.
     pub async fn reload(&self) -> anyhow::Result<ReloadReport> {
-        let names = self.plugin_names()?;
+        let Some(dir) = &self.dir else {
+            return Ok(ReloadReport::default());
+        };
+        let names = Self::plugin_names(dir)?;
         let mut report = ReloadReport::default();
         for name in &names {
-            let stamp = self.stamp(name);
+            let stamp = self.stamp(dir, name);
             let retry_due = self
                 .read()
                 .retry_at
@@ -148,7 +194,7 @@ impl Registry {
                 .unwrap_or_else(|e| e.into_inner())
                 .retry_at
                 .remove(name);
-            let loaded = match self.load(name).await {
+            let loaded = match self.load(dir, name).await {
                 Ok(Some(loaded)) => match self.conflict(name, &loaded.plugin) {
                     Some(why) => Err(anyhow::anyhow!(why)),
                     None => Ok(Some(loaded)),
@@ -169,7 +215,7 @@ impl Registry {
                     tracing::error!(plugin = %name, error = %why, "plugin failed to load; keeping the previous version, if any");
                     let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
                     state.failures.insert(name.clone(), why.clone());
-                    if self.source_of(name).is_some_and(|s| s.url.is_some()) {
+                    if source_of(dir, name).is_some_and(|s| s.url.is_some()) {
                         state
                             .retry_at
                             .insert(name.clone(), Instant::now() + SOURCE_RETRY);
@@ -251,10 +297,10 @@ impl Registry {
         })
     }
 
-    fn plugin_names(&self) -> anyhow::Result<Vec<String>> {
+    fn plugin_names(dir: &Dir) -> anyhow::Result<Vec<String>> {
         let mut names = Vec::new();
         let mut configs = Vec::new();
-        for entry in self.dir.entries().context("listing the plugin directory")? {
+        for entry in dir.entries().context("listing the plugin directory")? {
             let file = entry?.file_name();
             let file = file.to_string_lossy();
             // Skip kubelet's `..data` and `..<timestamp>` entries and dotfiles.
@@ -274,7 +320,7 @@ impl Registry {
         }
         // A configuration without its .wasm is a plugin when it names a source.
         for name in configs {
-            if !names.contains(&name) && self.source_of(&name).is_some() {
+            if !names.contains(&name) && source_of(dir, &name).is_some() {
                 names.push(name);
             }
         }
@@ -282,18 +328,7 @@ impl Registry {
         Ok(names)
     }
 
-    /// The `source` of `<name>.yaml`, if it parses and has one.
-    fn source_of(&self, name: &str) -> Option<Source> {
-        /// Typed, so a digest of digits stays the string it is written as.
-        #[derive(serde::Deserialize)]
-        struct WithSource {
-            source: Option<Source>,
-        }
-        let text = self.dir.read_to_string(format!("{name}.yaml")).ok()?;
-        serde_saphyr::from_str::<WithSource>(&text).ok()?.source
-    }
-
-    fn stamp(&self, name: &str) -> Stamp {
+    fn stamp(&self, dir: &Dir, name: &str) -> Stamp {
         let stamp = |dir: &Dir, f: &str| match dir.metadata(f) {
             Ok(m) => (m.len(), m.modified().ok().map(|t| t.into_std())),
             Err(_) => (0, None),
@@ -304,12 +339,12 @@ impl Registry {
             format!("{name}.yaml"),
         ]
         .iter()
-        .map(|f| stamp(&self.dir, f))
+        .map(|f| stamp(dir, f))
         .collect();
         // A new file on the volume under the same name reloads too.
         if let (Some(volume), Some(path)) = (
             &self.sources.volume,
-            self.source_of(name).and_then(|s| s.volume),
+            source_of(dir, name).and_then(|s| s.volume),
         ) {
             out.push(stamp(volume, &path));
         }
@@ -317,22 +352,21 @@ impl Registry {
     }
 
     /// `<name>.wasm`, else `<name>.wasm.zst` decompressed.
-    fn read_wasm(&self, name: &str) -> anyhow::Result<Vec<u8>> {
-        match self.dir.read(format!("{name}.wasm")) {
+    fn read_wasm(dir: &Dir, name: &str) -> anyhow::Result<Vec<u8>> {
+        match dir.read(format!("{name}.wasm")) {
             Ok(bytes) => return Ok(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("reading {name}.wasm")),
         }
-        let compressed = self
-            .dir
+        let compressed = dir
             .read(format!("{name}.wasm.zst"))
             .with_context(|| format!("reading {name}.wasm.zst"))?;
         decompress(&compressed).with_context(|| format!("decompressing {name}.wasm.zst"))
     }
 
     /// Loads `name` unless its contents are what is loaded already.
-    async fn load(&self, name: &str) -> anyhow::Result<Option<Loaded>> {
-        let config_text = match self.dir.read_to_string(format!("{name}.yaml")) {
+    async fn load(&self, dir: &Dir, name: &str) -> anyhow::Result<Option<Loaded>> {
+        let config_text = match dir.read_to_string(format!("{name}.yaml")) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("reading {name}.yaml")),
@@ -344,12 +378,12 @@ impl Registry {
                 .clone(),
             None => None,
         };
-        let wasm = match (source, self.dir.metadata(format!("{name}.wasm")).is_ok()) {
+        let wasm = match (source, dir.metadata(format!("{name}.wasm")).is_ok()) {
             (Some(_), true) => {
                 anyhow::bail!("both {name}.wasm and a source in {name}.yaml: keep one")
             }
             (Some(source), false) => self.sources.read(&source).await?,
-            (None, _) => self.read_wasm(name)?,
+            (None, _) => Self::read_wasm(dir, name)?,
         };
         let mut h = Sha256::new();
         h.update(&wasm);
@@ -373,6 +407,17 @@ impl Registry {
             digest,
         }))
     }
+}
+
+/// The `source` of `<name>.yaml`, if it parses and has one.
+fn source_of(dir: &Dir, name: &str) -> Option<Source> {
+    /// Typed, so a digest of digits stays the string it is written as.
+    #[derive(serde::Deserialize)]
+    struct WithSource {
+        source: Option<Source>,
+    }
+    let text = dir.read_to_string(format!("{name}.yaml")).ok()?;
+    serde_saphyr::from_str::<WithSource>(&text).ok()?.source
 }
 
 /// Far above any plugin (they are a few MiB at most), far below harm.

@@ -1,84 +1,11 @@
-//! Builds the workspace's plugins for wasm32-wasip2 with the `plugin`
-//! profile, as `make plugins test-plugins` does and into the same target
-//! directory, so either finds the other's build fresh. A nested cargo in
-//! another profile and target locks other directories than the build that
-//! runs this script, so the two do not wait on each other.
+//! The plugins that misbehave on purpose; the providers come built from
+//! `karpenter-plugin-bundle`. Each set lands in a directory of its own, so a
+//! registry opened on the providers loads no plugin broken on purpose.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Built together as `make plugins` builds them, and `make test-plugins`
-/// the others: the same sets resolve the same features, so neither build
-/// undoes the other's. Each set lands in a directory of its own, so a
-/// registry opened on the providers' loads no plugin broken on purpose.
-const SETS: [(&str, &[&str]); 2] = [
-    ("plugins", &["kwok", "azure", "nebius"]),
-    ("test-plugins", &["misbehave", "broken"]),
-];
+use std::path::PathBuf;
 
 fn main() {
-    let manifest = PathBuf::from(env("CARGO_MANIFEST_DIR"));
-    let root = manifest.join("../..");
-    for dir in ["plugins", "wit", "vocabulary", "Cargo.lock", "Cargo.toml"] {
-        println!("cargo::rerun-if-changed={}", root.join(dir).display());
-    }
-    println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
-    let out = PathBuf::from(env("OUT_DIR"));
-    let target = target_dir(&root, &out);
-    for (dir, set) in SETS {
-        let dir = out.join(dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
-        let mut cargo = Command::new(env("CARGO"));
-        cargo
-            .current_dir(&root)
-            .args(["build", "--target", "wasm32-wasip2", "--profile", "plugin"])
-            .env("CARGO_TARGET_DIR", &target)
-            // Flags and wrappers meant for the outer build (host flags, clippy's
-            // driver) would change these artifacts and rebuild them each time.
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .env_remove("CLIPPY_ARGS");
-        for p in set {
-            cargo.args(["-p", &format!("karpenter-plugin-{p}")]);
-        }
-        let status = cargo
-            .status()
-            .unwrap_or_else(|e| fail(&format!("running cargo: {e}")));
-        if !status.success() {
-            fail(&format!(
-                "building the plugins {set:?} for wasm32-wasip2 failed (is the target installed? `rustup target add wasm32-wasip2`)"
-            ));
-        }
-        for p in set {
-            let built = target.join(format!("wasm32-wasip2/plugin/karpenter_plugin_{p}.wasm"));
-            std::fs::copy(&built, dir.join(format!("{p}.wasm")))
-                .unwrap_or_else(|e| fail(&format!("{}: {e}", built.display())));
-        }
-    }
-}
-
-/// The target directory of the build running this script: `CARGO_TARGET_DIR`,
-/// or the ancestor of `OUT_DIR` that cargo marked as one.
-fn target_dir(root: &Path, out: &Path) -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        return if dir.is_absolute() {
-            dir
-        } else {
-            root.join(dir)
-        };
-    }
-    out.ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.join("target"))
-}
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| fail(&format!("{name} is not set")))
-}
-
-fn fail(message: &str) -> ! {
-    eprintln!("error: {message}");
-    std::process::exit(1)
+    let root = PathBuf::from(karpenter_plugin_build::env("CARGO_MANIFEST_DIR")).join("../..");
+    let out = PathBuf::from(karpenter_plugin_build::env("OUT_DIR")).join("test-plugins");
+    karpenter_plugin_build::build(&root, &["misbehave", "broken"], &out);
 }

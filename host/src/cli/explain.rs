@@ -3,17 +3,14 @@
 //! it, or why a node is or is not being disrupted, by running the same
 //! decisions the controller runs (without acting on them).
 
-use super::files;
+use super::providers;
 use anyhow::Context;
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use clap::{Args, Subcommand};
 use karpenter_controller::slim::Pod;
 use karpenter_controller::snapshot::cluster::{is_daemon_set_pod, is_provisionable, is_terminal};
 use karpenter_controller::{
     self as controller, Ctx, cluster::Cluster, metrics::Metrics, provisioner,
 };
-use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
 use kube::api::Api;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -32,8 +29,10 @@ pub enum ExplainCommand {
 pub struct ExplainNode {
     /// A Node's name, or a NodeClaim's that has no Node yet.
     pub name: String,
-    #[arg(long, env = "PLUGIN_DIR", default_value = "target/plugins")]
-    pub plugin_dir: PathBuf,
+    /// The controller's plugins, whose instance types drive the answer; the
+    /// providers built into this binary when omitted.
+    #[arg(long, env = "PLUGIN_DIR")]
+    pub plugin_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -41,9 +40,10 @@ pub struct ExplainPod {
     pub name: String,
     #[arg(short, long, default_value = "default")]
     pub namespace: String,
-    /// The controller's plugins (their instance types drive the answer).
-    #[arg(long, env = "PLUGIN_DIR", default_value = "target/plugins")]
-    pub plugin_dir: PathBuf,
+    /// The controller's plugins, whose instance types drive the answer; the
+    /// providers built into this binary when omitted.
+    #[arg(long, env = "PLUGIN_DIR")]
+    pub plugin_dir: Option<PathBuf>,
 }
 
 pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
@@ -54,20 +54,11 @@ pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// The controller's context over the live cluster, acting on nothing.
-async fn context(plugin_dir: &std::path::Path) -> anyhow::Result<Arc<Ctx>> {
+async fn context(plugin_dir: Option<&std::path::Path>) -> anyhow::Result<Arc<Ctx>> {
     let client = kube::Client::try_default()
         .await
         .context("no cluster: set KUBECONFIG")?;
-    let dir = Dir::open_ambient_dir(plugin_dir, ambient_authority())
-        .with_context(|| format!("opening {}", plugin_dir.display()))?;
-    let registry = Registry::open(
-        Runtime::new(RuntimeOptions {
-            precompiled: files::precompiled_dir(),
-            ..RuntimeOptions::default()
-        })?,
-        dir,
-    )
-    .await?;
+    let registry = providers::open(plugin_dir).await?;
     let metrics = Arc::new(Metrics::default());
     let cluster = Cluster::start(&client, metrics.clone()).await;
     cluster.wait_ready().await?;
@@ -81,7 +72,7 @@ async fn context(plugin_dir: &std::path::Path) -> anyhow::Result<Arc<Ctx>> {
 }
 
 async fn node(args: ExplainNode) -> anyhow::Result<ExitCode> {
-    let ctx = context(&args.plugin_dir).await?;
+    let ctx = context(args.plugin_dir.as_deref()).await?;
     let mut observer = controller::disruption::Observer::default();
     let d = controller::disruption::decide(&ctx, &mut observer).await?;
     super::print(&describe_node(&d.plan, &args.name));
@@ -166,7 +157,7 @@ async fn pod(args: ExplainPod) -> anyhow::Result<ExitCode> {
     }
 
     drop(client);
-    let ctx = context(&args.plugin_dir).await?;
+    let ctx = context(args.plugin_dir.as_deref()).await?;
     let Some(decision) = provisioner::decide(&ctx).await? else {
         super::print(&format!("{who}: no pod is waiting for a node"));
         return Ok(ExitCode::SUCCESS);

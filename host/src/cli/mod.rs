@@ -9,6 +9,7 @@ pub mod explain;
 pub mod files;
 pub mod plugin;
 pub mod plugin_test;
+pub mod providers;
 pub mod simulate;
 
 use clap::{Parser, Subcommand, ValueEnum};

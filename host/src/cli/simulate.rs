@@ -1,13 +1,12 @@
 //! `karpenter simulate [PATH]`: what the provisioner would launch for these
 //! manifests, and why any pod would stay pending.
 
-use super::{Output, files, print};
+use super::{Output, files, print, providers};
 use crate::simulate::{self, Simulation, manifests::Manifests};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::Args;
-use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,30 +32,17 @@ const EXAMPLE: [(&str, &str); 3] = [
 pub struct SimulateArgs {
     /// A YAML file or a directory of them; the bundled example when omitted.
     pub path: Option<PathBuf>,
-    /// Where the plugins are (`make plugins` builds them there).
-    #[arg(long, default_value = "target/plugins")]
-    pub plugins_dir: PathBuf,
+    /// A directory of provider plugins (`<name>.wasm`, as the controller
+    /// loads them); the providers built into this binary when omitted.
+    #[arg(long, visible_alias = "plugin-dir")]
+    pub plugins_dir: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
 
 pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let manifests = read_manifests(args.path.as_deref())?;
-    let dir = Dir::open_ambient_dir(&args.plugins_dir, ambient_authority()).with_context(|| {
-        format!(
-            "opening the plugin directory {}: pass --plugins-dir DIR, or build the plugins into target/plugins with `make plugins` in a checkout",
-            args.plugins_dir.display()
-        )
-    })?;
-    let precompiled = files::precompiled_dir();
-    let registry = Registry::open(
-        Runtime::new(RuntimeOptions {
-            precompiled,
-            ..RuntimeOptions::default()
-        })?,
-        dir,
-    )
-    .await?;
+    let registry = providers::open(args.plugins_dir.as_deref()).await?;
     let sim = simulate::run(&manifests, &registry).await?;
     match args.output {
         Output::Json => print(&serde_json::to_string_pretty(&sim.plan)?),

@@ -31,7 +31,18 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
     apply(&c, node_class());
     apply(&c, node_pool(pool, requirements_on_demand_amd64()));
     apply(&c, deployment(ns, "inflate", pool, 0, "1", false));
-    let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
+    // Beside kwok, a plugin that cannot load: reported once, harmless.
+    let junk = PluginSetup {
+        name: "junk".into(),
+        wasm: b"not a component".to_vec(),
+        config: json!({}),
+        secrets: vec![],
+    };
+    let controller = Controller::start_plugins(
+        &c,
+        &[PluginSetup::kwok(&c, &[]), junk],
+        &["--disable-leader-election"],
+    );
 
     let scaled = Instant::now();
     scale(&client, ns, "inflate", 5).await;
@@ -116,6 +127,30 @@ async fn inflate_five_pods_get_nodes_that_become_ready() {
                 .any(|f| f == "karpenter.sh/termination")
         );
     }
+    // One line per lifecycle step and NodeClaim: an operator following one
+    // claim through the log sees each step once.
+    let log = controller.log();
+    for claim in &claims {
+        let name = claim.name_any();
+        for step in ["launched", "registered"] {
+            let lines = log
+                .lines()
+                .filter(|l| {
+                    l.contains(&format!("\"message\":\"{step}\""))
+                        && l.contains(&format!("\"nodeclaim\":\"{name}\""))
+                })
+                .count();
+            assert_eq!(lines, 1, "{step} logged {lines} times for {name}");
+        }
+    }
+    let failures = log
+        .lines()
+        .filter(|l| l.contains("plugin failed to load") && l.contains("\"plugin\":\"junk\""))
+        .count();
+    assert_eq!(
+        failures, 1,
+        "the broken plugin's failure logged {failures} times"
+    );
     let events = kubectl(
         &c,
         &[

@@ -108,3 +108,45 @@ spec:
         "{text}"
     );
 }
+
+/// `karpenter` copied alone into an empty directory, with an empty home:
+/// no checkout, no `make plugins`. It plans the bundled example and the
+/// Azure example with the providers built into it.
+#[test]
+fn a_copy_of_the_binary_alone_plans_with_its_built_in_providers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = dir.path().join("karpenter");
+    std::fs::copy(env!("CARGO_BIN_EXE_karpenter"), &bin).expect("copy the binary");
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).expect("home");
+    let azure = dir.path().join("azure");
+    std::fs::create_dir(&azure).expect("azure");
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/azure");
+    for f in ["nodeclass.yaml", "cpu_nodepool.yaml", "cpu_deployment.yaml"] {
+        std::fs::copy(examples.join(f), azure.join(f)).expect("example");
+    }
+    let simulate = |args: &[&str]| {
+        let out = std::process::Command::new(&bin)
+            .arg("simulate")
+            .args(args)
+            .current_dir(dir.path())
+            .env_clear()
+            .env("HOME", &home)
+            .output()
+            .expect("karpenter simulate runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        stdout
+    };
+
+    let example = simulate(&[]);
+    assert!(example.contains("c-8x-amd64-linux"), "{example}");
+    assert!(
+        example.contains("5 pods: 5 on new NodeClaims, 0 on existing nodes, 0 pending."),
+        "{example}"
+    );
+    let azure = simulate(&["azure"]);
+    assert!(azure.contains("azure-cpu-nodepool"), "{azure}");
+    assert!(azure.contains("Standard_D"), "{azure}");
+}

@@ -1,12 +1,13 @@
-//! The workspace's plugins, built by this crate's build script: the cloud
-//! providers (`kwok`, `azure`, `nebius`) and the test plugins that misbehave
-//! on purpose (`misbehave`, `broken`).
+//! The workspace's plugins for tests to load: the cloud providers (`kwok`,
+//! `azure`, `nebius`, built by `karpenter-plugin-bundle`) and the test
+//! plugins that misbehave on purpose (`misbehave`, `broken`, built by this
+//! crate's build script).
 
 use std::path::{Path, PathBuf};
 
 /// The providers, each as `<name>.wasm`: a directory a registry can open.
 pub fn providers() -> &'static Path {
-    Path::new(concat!(env!("OUT_DIR"), "/plugins"))
+    karpenter_plugin_bundle::dir()
 }
 
 /// The plugins that misbehave on purpose.

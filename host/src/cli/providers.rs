@@ -1,0 +1,28 @@
+//! The providers that `simulate` and `explain` ask for instance types: the
+//! plugins in a directory the user names, else the ones built into the
+//! binary, so a copied or installed `karpenter` plans with no checkout.
+
+use super::files;
+use anyhow::Context;
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
+use std::path::Path;
+use std::sync::Arc;
+
+pub async fn open(dir: Option<&Path>) -> anyhow::Result<Arc<Registry>> {
+    let runtime = Runtime::new(RuntimeOptions {
+        precompiled: files::precompiled_dir(),
+        ..RuntimeOptions::default()
+    })?;
+    let Some(path) = dir else {
+        return Registry::fixed(runtime, &karpenter_plugin_bundle::PROVIDERS).await;
+    };
+    let dir = Dir::open_ambient_dir(path, ambient_authority()).with_context(|| {
+        format!(
+            "opening the plugin directory {}: name a directory of <name>.wasm files, or leave the flag out to use the built-in providers (kwok, azure, nebius)",
+            path.display()
+        )
+    })?;
+    Registry::open(runtime, dir).await
+}

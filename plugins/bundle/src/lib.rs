@@ -1,0 +1,25 @@
+//! The providers built into the binary: `karpenter simulate` and `explain`
+//! plan with them when no plugin directory is given, so a copied or
+//! installed binary needs no checkout and no `make plugins`. The controller
+//! never loads them: it serves the plugins its operator deploys.
+
+use std::path::Path;
+
+macro_rules! provider {
+    ($name:literal) => {
+        (
+            $name,
+            include_bytes!(concat!(env!("OUT_DIR"), "/plugins/", $name, ".wasm")).as_slice(),
+        )
+    };
+}
+
+/// Each provider's name and component.
+pub const PROVIDERS: [(&str, &[u8]); 3] =
+    [provider!("kwok"), provider!("azure"), provider!("nebius")];
+
+/// The same providers as files, `<name>.wasm`: a directory a registry can
+/// open (tests load them from here).
+pub fn dir() -> &'static Path {
+    Path::new(concat!(env!("OUT_DIR"), "/plugins"))
+}
