@@ -1,7 +1,7 @@
 # The controller image: a static (musl) `karpenter` binary on distroless,
 # running as a non-root user. The controller's plugins are not in the image:
 # the chart delivers them in ConfigMaps. (The binary embeds the bundled
-# providers for `karpenter simulate` alone, built for wasm32-wasip2.)
+# providers for `simulate` and `explain` alone, built for wasm32-wasip2.)
 #
 #   docker build -t karpenter:dev .
 #   docker build --build-arg TARGET=aarch64-unknown-linux-musl -t karpenter:dev-arm64 .

@@ -1,6 +1,7 @@
 //! The set of loaded plugins, read from one directory and kept in step with
 //! it: in production a mounted ConfigMap, where kubelet swaps the `..data`
-//! symlink to update every file at once.
+//! symlink to update every file at once. (`Registry::fixed` holds plugins
+//! given as bytes instead, with no directory behind them.)
 //!
 //! A plugin is `<name>.wasm` (or `<name>.wasm.zst`, zstd-compressed: a third
 //! of the size, for ConfigMaps and Helm releases, which hold 1 MiB each) plus

@@ -58,6 +58,11 @@ async fn context(plugin_dir: Option<&std::path::Path>) -> anyhow::Result<Arc<Ctx
     let client = kube::Client::try_default()
         .await
         .context("no cluster: set KUBECONFIG")?;
+    if plugin_dir.is_none() {
+        eprintln!(
+            "using the built-in providers (kwok, azure, nebius) with default settings; pass --plugin-dir for the controller's own plugins"
+        );
+    }
     let registry = providers::open(plugin_dir).await?;
     let metrics = Arc::new(Metrics::default());
     let cluster = Cluster::start(&client, metrics.clone()).await;

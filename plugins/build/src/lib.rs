@@ -29,8 +29,8 @@ pub fn build(workspace_root: &Path, set: &[&str], out: &Path) {
         .env("CARGO_TARGET_DIR", &target)
         // Flags and wrappers meant for the outer build (host flags, clippy's
         // driver) would change these artifacts and rebuild them each time.
+        // RUSTFLAGS stays: `make plugins` sees it too, so both build alike.
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("RUSTFLAGS")
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("CLIPPY_ARGS");
     for p in set {
