@@ -105,10 +105,8 @@ impl Registry {
         plugins: &[(&str, &[u8])],
     ) -> anyhow::Result<Arc<Self>> {
         let registry = Arc::new(Registry {
-            sources: Sources {
-                volume: None,
-                client: Some(runtime.http.client()),
-            },
+            // Nothing is read from a source: there is no configuration.
+            sources: Sources::default(),
             runtime,
             dir: None,
             state: RwLock::default(),
@@ -122,7 +120,8 @@ impl Registry {
             if let Some(why) = registry.conflict(name, &plugin) {
                 anyhow::bail!("the built-in plugin {name}: {why}");
             }
-            let digest = hex::encode(Sha256::digest(wasm));
+            // With no configuration, the digest is the component's own.
+            let digest = plugin.sha256.clone();
             registry
                 .state
                 .write()

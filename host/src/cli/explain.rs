@@ -60,7 +60,8 @@ async fn context(plugin_dir: Option<&std::path::Path>) -> anyhow::Result<Arc<Ctx
         .context("no cluster: set KUBECONFIG")?;
     if plugin_dir.is_none() {
         eprintln!(
-            "using the built-in providers (kwok, azure, nebius) with default settings; pass --plugin-dir for the controller's own plugins"
+            "using the built-in providers ({}) with default settings; pass --plugin-dir for the controller's own plugins",
+            providers::built_in()
         );
     }
     let registry = providers::open(plugin_dir).await?;

@@ -10,6 +10,13 @@ use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The built-in providers' names, for messages: `kwok, azure, nebius`.
+pub fn built_in() -> String {
+    karpenter_plugin_bundle::PROVIDERS
+        .map(|(name, _)| name)
+        .join(", ")
+}
+
 pub async fn open(dir: Option<&Path>) -> anyhow::Result<Arc<Registry>> {
     let runtime = Runtime::new(RuntimeOptions {
         precompiled: files::precompiled_dir(),
@@ -20,8 +27,9 @@ pub async fn open(dir: Option<&Path>) -> anyhow::Result<Arc<Registry>> {
     };
     let dir = Dir::open_ambient_dir(path, ambient_authority()).with_context(|| {
         format!(
-            "opening the plugin directory {}: name a directory of <name>.wasm files, or leave the flag out to use the built-in providers (kwok, azure, nebius)",
-            path.display()
+            "opening the plugin directory {}: name a directory of <name>.wasm files, or leave the flag out to use the built-in providers ({})",
+            path.display(),
+            built_in()
         )
     })?;
     Registry::open(runtime, dir).await
