@@ -59,6 +59,7 @@ mod map;
 pub mod plan;
 pub mod quantity;
 pub mod snapshot;
+pub mod whatif;
 
 mod bitset;
 mod intern;

@@ -124,6 +124,23 @@ pub struct InstanceType {
     pub overhead: Overhead,
 }
 
+impl InstanceType {
+    /// What pods may use: the capacity less every reservation.
+    pub fn allocatable(&self) -> ResourceList {
+        let mut out = self.capacity.clone();
+        for reserved in [
+            &self.overhead.kube_reserved,
+            &self.overhead.system_reserved,
+            &self.overhead.eviction_threshold,
+        ] {
+            for (k, v) in reserved.iter() {
+                *out.entry_or_insert_with(k, || 0) -= v;
+            }
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Overhead {

@@ -202,16 +202,7 @@ fn estimate(
     let mut smallest: Option<ResourceList> = None;
     let mut largest = ResourceList::new();
     for t in types {
-        let mut alloc = t.capacity.clone();
-        for o in [
-            &t.overhead.kube_reserved,
-            &t.overhead.system_reserved,
-            &t.overhead.eviction_threshold,
-        ] {
-            for (k, v) in o.iter() {
-                *alloc.entry_or_insert_with(k, || 0) -= v;
-            }
-        }
+        let alloc = t.allocatable();
         smallest = Some(match smallest {
             None => alloc,
             Some(s) => s

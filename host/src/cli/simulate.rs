@@ -1,8 +1,10 @@
 //! `karpenter simulate [PATH]`: what the provisioner would launch for these
-//! manifests, and why any pod would stay pending.
+//! manifests, and why any pod would stay pending; with `--cluster`, on top
+//! of the live cluster; with `--disruption`, what disruption would then
+//! remove and replace.
 
 use super::{Output, files, print, providers};
-use crate::simulate::{self, Simulation, manifests::Manifests};
+use crate::simulate::{self, Simulation, manifests::Manifests, state::State};
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -36,22 +38,79 @@ pub struct SimulateArgs {
     /// loads them); the providers built into this binary when omitted.
     #[arg(long, visible_alias = "plugin-dir")]
     pub plugins_dir: Option<PathBuf>,
+    /// Start from the live cluster (KUBECONFIG) and apply PATH on top of
+    /// it; only reads the cluster.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Manifests to delete first, as `kubectl delete -f` would (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub delete: Vec<PathBuf>,
+    /// Also decide disruption on the result, until nothing more would change.
+    #[arg(long)]
+    pub disruption: bool,
+    /// Decide at this offset from now (a Go duration such as 2h or 90m, with
+    /// an optional leading +): expiry and budget schedules are read then.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub at: Option<String>,
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
 
+/// Exit status when the cluster would change (`--cluster`, `--disruption`).
+const CHANGES: u8 = 3;
+/// Exit status when pods would stay pending.
+const PENDING: u8 = 2;
+
 pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
-    let manifests = read_manifests(args.path.as_deref())?;
+    let what_if = args.cluster || args.disruption;
+    let now = jiff::Timestamp::now();
+    let offset = match &args.at {
+        Some(at) => vocabulary::duration::parse(at.trim_start_matches('+'))
+            .with_context(|| format!("--at {at}: not a duration such as 2h or 90m"))?,
+        None => std::time::Duration::ZERO,
+    };
     let registry = providers::open(args.plugins_dir.as_deref()).await?;
-    let sim = simulate::run(&manifests, &registry).await?;
-    match args.output {
-        Output::Json => print(&serde_json::to_string_pretty(&sim.plan)?),
-        Output::Table => print(&table(&sim)),
+    let mut state = if args.cluster {
+        let client = kube::Client::try_default()
+            .await
+            .context("--cluster: no cluster (set KUBECONFIG)")?;
+        simulate::live::read(client, registry.clone()).await?
+    } else {
+        State::default()
+    };
+    let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+    let mut notes = Vec::new();
+    for path in &args.delete {
+        notes.extend(state.delete(&read_manifests(Some(path))?, time.clone()));
     }
-    Ok(if sim.plan.unschedulable.is_empty() {
+    if args.path.is_some() || !args.cluster {
+        notes.extend(state.apply(&read_manifests(args.path.as_deref())?, time)?);
+    }
+    let options = simulate::Options {
+        disruption: args.disruption,
+        now: now.as_second() + offset.as_secs() as i64,
+    };
+    let sim = simulate::run(&state, &registry, options).await?;
+    match (args.output, what_if) {
+        (Output::Json, false) => print(&serde_json::to_string_pretty(&sim.plan)?),
+        (Output::Json, true) => print(&serde_json::to_string_pretty(&serde_json::json!({
+            "applied": notes,
+            "simulation": sim,
+        }))?),
+        (Output::Table, false) => print(&table(&sim)),
+        (Output::Table, true) => print(&format!(
+            "{}\n\n{}\n\n{}",
+            notes.join("\n"),
+            table(&sim),
+            changes(&sim)
+        )),
+    }
+    Ok(if what_if && sim.diff.changes() {
+        ExitCode::from(CHANGES)
+    } else if sim.plan.unschedulable.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(PENDING)
     })
 }
 
@@ -84,17 +143,138 @@ fn read_manifests(path: Option<&Path>) -> anyhow::Result<Manifests> {
     Ok(manifests)
 }
 
+/// What would change: each disruption step, why the other nodes stay, and
+/// the nodes and cost per NodePool before and after.
+fn changes(sim: &Simulation) -> String {
+    let mut out = String::new();
+    let d = &sim.diff;
+    if let Some(settled) = &sim.disruption {
+        if settled.steps.is_empty() {
+            let _ = writeln!(out, "Disruption: nothing would be removed or replaced.");
+        }
+        for (i, s) in settled.steps.iter().enumerate() {
+            let _ = write!(
+                out,
+                "Disruption {}: {} ({}) removes {}",
+                i + 1,
+                s.method,
+                s.reason,
+                s.removed.join(", ")
+            );
+            if !s.launched.is_empty() {
+                let _ = write!(out, ", launches {}", s.launched.join(", "));
+            }
+            if s.savings > 0.0 {
+                let _ = write!(out, ", saving ${:.4}/h", s.savings);
+            }
+            out.push('\n');
+        }
+        if settled.cut_short {
+            let _ = writeln!(out, "(stopped after {} steps)", settled.steps.len());
+        }
+        for k in &settled.kept {
+            if let Some(r) = k.reasons.first() {
+                let _ = writeln!(out, "kept {} ({}): {}", k.name, k.node_pool, r.message);
+            }
+        }
+        out.push('\n');
+    }
+    for (sign, nodes) in [("+", &d.added), ("-", &d.removed)] {
+        for n in nodes {
+            let _ = writeln!(
+                out,
+                "{sign} {}   {}   {}   {}   {}   {}   {} pods",
+                n.name,
+                n.node_pool.as_deref().unwrap_or("(unmanaged)"),
+                n.instance_type.as_deref().unwrap_or("-"),
+                n.zone.as_deref().unwrap_or("-"),
+                n.capacity_type.as_deref().unwrap_or("-"),
+                n.price
+                    .map(|p| format!("${p:.4}/h"))
+                    .unwrap_or_else(|| "-".into()),
+                n.pods
+            );
+        }
+    }
+    let header = [
+        "NODEPOOL",
+        "NODES",
+        "$/H BEFORE",
+        "$/H AFTER",
+        "$/MONTH AFTER",
+    ];
+    let rows: Vec<[String; 5]> = d
+        .pools
+        .iter()
+        .map(|p| {
+            [
+                p.node_pool.clone().unwrap_or_else(|| "(unmanaged)".into()),
+                format!("{} -> {}", p.nodes_before, p.nodes_after),
+                format!("{:.4}", p.price_before),
+                format!("{:.4}", p.price_after),
+                format!("{:.2}", p.price_after * HOURS_PER_MONTH),
+            ]
+        })
+        .collect();
+    out.push('\n');
+    out.push_str(&columns(&header, &rows));
+    let _ = write!(
+        out,
+        "\n\n{} nodes added, {} removed; {} pods placed, {} moved, {} pending. ${:.4}/h -> ${:.4}/h (${:.2} -> ${:.2} a month).",
+        d.added.len(),
+        d.removed.len(),
+        d.pods_placed,
+        d.pods_moved,
+        d.pods_pending_after,
+        d.price_before,
+        d.price_after,
+        d.price_before * HOURS_PER_MONTH,
+        d.price_after * HOURS_PER_MONTH,
+    );
+    out
+}
+
+/// A month as cloud price sheets count it.
+const HOURS_PER_MONTH: f64 = 730.0;
+
+fn columns<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("   ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", line(&header.map(String::from)));
+    for row in rows {
+        let _ = writeln!(out, "{}", line(row));
+    }
+    out.trim_end().to_string()
+}
+
 fn table(sim: &Simulation) -> String {
     let plan = &sim.plan;
     let mut out = String::new();
+    let mut names = sim.launched.iter();
     let rows: Vec<[String; 7]> = plan
         .new_node_claims
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
+        .map(|c| {
             let cheapest = c.cheapest.as_ref();
             [
-                format!("{}-{}", c.node_pool, i + 1),
+                cheapest
+                    .and_then(|_| names.next().cloned())
+                    .unwrap_or_else(|| "-".into()),
                 c.node_pool.clone(),
                 cheapest
                     .map(|o| o.instance_type.clone())
@@ -121,26 +301,8 @@ fn table(sim: &Simulation) -> String {
         "$/H",
         "PODS",
     ];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("   ")
-            .trim_end()
-            .to_string()
-    };
-    let _ = writeln!(out, "{}", line(&header.map(String::from)));
-    for row in &rows {
-        let _ = writeln!(out, "{}", line(row));
-    }
+    out.push_str(&columns(&header, &rows));
+    out.push('\n');
     let on_existing = plan
         .placements
         .iter()

@@ -10,12 +10,24 @@ use karpenter_controller::crds::NodePool;
 use karpenter_controller::slim::Node;
 use serde_json::Value;
 
+/// A workload: its pods' template and how many.
+pub struct Workload {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub template: PodTemplateSpec,
+    pub replicas: i32,
+}
+
 #[derive(Default)]
 pub struct Manifests {
     pub node_pools: Vec<NodePool>,
     /// Objects of other API groups: NodeClasses, matched to plugins later.
     pub node_classes: Vec<Value>,
     pub pods: Vec<Pod>,
+    /// Deployments, ReplicaSets and StatefulSets, expanded against the
+    /// cluster's pods (`super::state`).
+    pub workloads: Vec<Workload>,
     pub nodes: Vec<Node>,
     pub daemon_sets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
@@ -71,20 +83,20 @@ impl Manifests {
                 let d: Deployment =
                     serde_json::from_value(value).with_context(|| parse("Deployment"))?;
                 let spec = d.spec;
-                self.expand(&d.metadata, &spec.template, spec.replicas.unwrap_or(1));
+                self.workload("Deployment", &d.metadata, spec.template, spec.replicas);
             }
             ("apps/v1", "ReplicaSet") => {
                 let r: ReplicaSet =
                     serde_json::from_value(value).with_context(|| parse("ReplicaSet"))?;
                 let spec = r.spec;
                 let template = spec.template.unwrap_or_default();
-                self.expand(&r.metadata, &template, spec.replicas.unwrap_or(1));
+                self.workload("ReplicaSet", &r.metadata, template, spec.replicas);
             }
             ("apps/v1", "StatefulSet") => {
                 let s: StatefulSet =
                     serde_json::from_value(value).with_context(|| parse("StatefulSet"))?;
                 let spec = s.spec;
-                self.expand(&s.metadata, &spec.template, spec.replicas.unwrap_or(1));
+                self.workload("StatefulSet", &s.metadata, spec.template, spec.replicas);
             }
             ("v1", "Namespace" | "ServiceAccount" | "Service" | "ConfigMap" | "Secret") => {}
             (api, _) if api.starts_with("karpenter.sh/") => {
@@ -96,25 +108,20 @@ impl Manifests {
         Ok(())
     }
 
-    /// A workload's replicas as Pods named like the controller would.
-    fn expand(
+    fn workload(
         &mut self,
+        kind: &'static str,
         meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-        template: &PodTemplateSpec,
-        replicas: i32,
+        template: PodTemplateSpec,
+        replicas: Option<i32>,
     ) {
-        let owner = meta.name.clone().unwrap_or_default();
-        for i in 0..replicas.max(0) {
-            let mut metadata = template.metadata.clone().unwrap_or_default();
-            metadata.name = Some(format!("{owner}-{i}"));
-            metadata.namespace = meta.namespace.clone().or_else(|| Some("default".into()));
-            metadata.uid = Some(format!("{owner}-{i}"));
-            self.pods.push(Pod {
-                metadata,
-                spec: template.spec.clone(),
-                status: None,
-            });
-        }
+        self.workloads.push(Workload {
+            kind,
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: meta.name.clone().unwrap_or_default(),
+            template,
+            replicas: replicas.unwrap_or(1).max(0),
+        });
     }
 }
 

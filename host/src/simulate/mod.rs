@@ -1,87 +1,146 @@
-//! `karpenter simulate`: Kubernetes manifests in, the provisioning plan out,
-//! with instance types from the real plugins (offline: nothing is granted,
-//! so plugins answer from their embedded catalogs).
+//! `karpenter simulate`: a starting cluster (empty, or the live one) with
+//! manifests applied on top, into the provisioning plan, and optionally the
+//! disruption decisions that would follow, with what would change. Instance
+//! types come from the real plugins (offline: nothing is granted, so
+//! plugins answer from their embedded catalogs).
 
+pub mod live;
 pub mod manifests;
+pub mod state;
 
 use anyhow::{Context, bail};
+use engine::disruption::DisruptionOptions;
+use engine::whatif::{self, Diff, Settled};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_controller::crds::NodePool;
 use karpenter_controller::records;
-use karpenter_controller::snapshot;
+use karpenter_controller::snapshot::{self, cluster::Objects, disruption::Observed};
 use karpenter_runtime::{Registry, wit};
 use manifests::Manifests;
+use serde::Serialize;
+use state::State;
+use std::sync::Arc;
 
-pub struct Simulation {
-    pub snapshot: engine::Snapshot,
-    pub plan: engine::Plan,
-    /// The pods' names in the order the manifests gave them.
-    pub pod_count: usize,
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Also decide disruption, again and again, until nothing more changes.
+    pub disruption: bool,
+    /// Unix seconds the decisions are taken at (expiry, budget schedules).
+    pub now: i64,
 }
 
-/// Builds the engine's snapshot from manifests and plugins, and runs it.
-pub async fn run(manifests: &Manifests, registry: &Registry) -> anyhow::Result<Simulation> {
-    if manifests.node_pools.is_empty() {
-        bail!("the manifests hold no NodePool (karpenter.sh/v1)");
+#[derive(Serialize)]
+pub struct Simulation {
+    /// The provisioner's decision for the pending pods.
+    pub plan: engine::Plan,
+    /// Pods the provisioner had to place.
+    pub pod_count: usize,
+    /// The nodes the plan's NodeClaims become, in its order.
+    pub launched: Vec<String>,
+    /// What disruption did after the plan was carried out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<Settled>,
+    pub diff: Diff,
+}
+
+/// Decides for `state`: provisioning, then, if asked, disruption.
+pub async fn run(
+    state: &State,
+    registry: &Registry,
+    options: Options,
+) -> anyhow::Result<Simulation> {
+    if state.node_pools.is_empty() {
+        bail!("no NodePool (karpenter.sh/v1) in the cluster or the manifests");
     }
-    let mut node_pools = Vec::new();
-    for np in &manifests.node_pools {
-        let types = instance_types(np, manifests, registry).await?;
+    let mut node_pools: Vec<Arc<NodePool>> = state.node_pools.clone();
+    // Highest weight first, as the provisioner tries them.
+    node_pools.sort_by(|a, b| {
+        b.spec
+            .weight
+            .unwrap_or(0)
+            .cmp(&a.spec.weight.unwrap_or(0))
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
+    let mut pools = Vec::new();
+    for np in node_pools {
+        let types = instance_types(&np, state, registry).await?;
         let catalog = snapshot::instance_types::catalog(&types).with_context(|| {
             format!(
                 "nodepool {}",
                 np.metadata.name.as_deref().unwrap_or_default()
             )
         })?;
-        node_pools.push(snapshot::nodepools::node_pool(np, catalog)?);
+        let pool = snapshot::nodepools::node_pool(&np, catalog)?;
+        pools.push((np, pool));
     }
-    let all_pods: Vec<karpenter_controller::slim::Pod> = manifests
-        .pods
-        .iter()
-        .cloned()
-        .map(karpenter_controller::slim::Pod::from)
-        .collect();
-    let mut converter = snapshot::pods::Pods::default();
-    let mut nodes = Vec::new();
-    for node in &manifests.nodes {
-        let name = node.metadata.name.as_deref().unwrap_or_default();
-        let bound: Vec<_> = all_pods
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
-            .collect();
-        nodes.push(snapshot::nodes::node(node, None, &bound, &mut converter)?);
+    let engine_pools: Vec<engine::NodePool> = pools.iter().map(|(_, p)| p.clone()).collect();
+    let objects = || Objects {
+        pods: &state.pods,
+        nodes: &state.nodes,
+        node_claims: &state.node_claims,
+        daemon_sets: &state.daemon_sets,
+    };
+    let converted = snapshot::cluster::build(&objects(), &engine_pools);
+    if let Some(why) = converted.skipped.first() {
+        bail!(
+            "{} object(s) cannot be simulated; the first: {why}",
+            converted.skipped.len()
+        );
     }
-    let pending: Vec<_> = all_pods
-        .iter()
-        .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
-        .collect();
-    let pods = pending
-        .iter()
-        .enumerate()
-        .map(|(i, p)| converter.pod(p, i as i64))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let daemon_sets = manifests
-        .daemon_sets
-        .iter()
-        .map(snapshot::pods::daemon_set)
-        .collect::<anyhow::Result<_>>()?;
-    let snapshot = engine::Snapshot {
-        node_pools,
-        nodes,
-        daemon_sets,
-        pods,
+    let scheduling = engine::Snapshot {
+        node_pools: engine_pools,
+        nodes: converted.nodes,
+        daemon_sets: converted.daemon_sets,
+        pods: converted.pods,
         options: engine::Options::default(),
     };
-    let plan = engine::schedule(&snapshot);
+    let plan = engine::schedule(&scheduling);
+    let (mut cluster, skipped) = snapshot::disruption::build(&snapshot::disruption::Inputs {
+        objects: objects(),
+        pdbs: &state.pdbs,
+        pools: &pools,
+        observed: &Observed::default(),
+        now: options.now,
+        options: DisruptionOptions::default(),
+    });
+    if let Some(why) = skipped.first() {
+        bail!(
+            "{} object(s) cannot be simulated; the first: {why}",
+            skipped.len()
+        );
+    }
+    let before = cluster.clone();
+    let launched = whatif::provision(&mut cluster, &plan);
+    let disruption = options.disruption.then(|| {
+        // Each step removes a node or more; twice the nodes bounds any
+        // sequence of replacements.
+        let max_steps = 2 * cluster.nodes.len() + 10;
+        whatif::settle(&mut cluster, max_steps)
+    });
     Ok(Simulation {
-        pod_count: snapshot.pods.len(),
-        snapshot,
+        pod_count: scheduling.pods.len(),
+        launched,
+        diff: whatif::diff(&before, &cluster),
         plan,
+        disruption,
     })
+}
+
+/// Manifests alone, on an empty cluster: what the provisioner would launch.
+pub async fn offline(manifests: &Manifests, registry: &Registry) -> anyhow::Result<Simulation> {
+    let now = jiff::Timestamp::now();
+    let mut state = State::default();
+    state.apply(manifests, Time(now))?;
+    let options = Options {
+        now: now.as_second(),
+        ..Options::default()
+    };
+    run(&state, registry, options).await
 }
 
 async fn instance_types(
     np: &NodePool,
-    manifests: &Manifests,
+    state: &State,
     registry: &Registry,
 ) -> anyhow::Result<Vec<wit::InstanceType>> {
     let name = np.metadata.name.as_deref().unwrap_or_default();
@@ -110,7 +169,7 @@ async fn instance_types(
                 }
             )
         })?;
-    let class = manifests
+    let class = state
         .node_classes
         .iter()
         .find(|o| {
@@ -122,7 +181,7 @@ async fn instance_types(
         })
         .with_context(|| {
             format!(
-                "nodepool {name}: {} {:?} is not in the manifests",
+                "nodepool {name}: {} {:?} is not in the cluster or the manifests",
                 class_ref.kind, class_ref.name
             )
         })?;

@@ -34,7 +34,7 @@ fn example(extra: &str) -> Manifests {
 
 #[tokio::test]
 async fn inflate_lands_on_one_cheapest_node_that_fits() {
-    let sim = simulate::run(&example(""), &*registry().await)
+    let sim = simulate::offline(&example(""), &*registry().await)
         .await
         .expect("simulates");
     assert_eq!(sim.pod_count, 5);
@@ -72,7 +72,7 @@ spec:
       image: x
       resources: {requests: {cpu: "500"}}
 "#;
-    let sim = simulate::run(&example(huge), &*registry().await)
+    let sim = simulate::offline(&example(huge), &*registry().await)
         .await
         .expect("simulates");
     assert_eq!(sim.plan.unschedulable.len(), 1);
@@ -98,7 +98,7 @@ spec:
       nodeClassRef: {group: example.com, kind: OtherNodeClass, name: x}
       requirements: []
 "#;
-    let err = simulate::run(&example(other), &*registry().await)
+    let err = simulate::offline(&example(other), &*registry().await)
         .await
         .err()
         .expect("fails");
