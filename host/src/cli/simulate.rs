@@ -89,8 +89,14 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let options = simulate::Options {
         disruption: args.disruption,
         now: now.as_second() + offset.as_secs() as i64,
+        as_controller: args.cluster,
     };
     let sim = simulate::run(&state, &registry, options).await?;
+    notes.extend(
+        sim.skipped
+            .iter()
+            .map(|why| format!("left out, as the controller would: {why}")),
+    );
     match (args.output, what_if) {
         (Output::Json, false) => print(&serde_json::to_string_pretty(&sim.plan)?),
         (Output::Json, true) => print(&serde_json::to_string_pretty(&serde_json::json!({

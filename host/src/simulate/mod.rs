@@ -27,6 +27,10 @@ pub struct Options {
     pub disruption: bool,
     /// Unix seconds the decisions are taken at (expiry, budget schedules).
     pub now: i64,
+    /// Leave out, with why, what the controller would leave out (a NodePool
+    /// without its plugin or NodeClass, an object that does not convert),
+    /// rather than fail: a live cluster is simulated as the controller sees it.
+    pub as_controller: bool,
 }
 
 #[derive(Serialize)]
@@ -41,6 +45,8 @@ pub struct Simulation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disruption: Option<Settled>,
     pub diff: Diff,
+    /// What was left out, with why (`Options::as_controller`).
+    pub skipped: Vec<String>,
 }
 
 /// Decides for `state`: provisioning, then, if asked, disruption.
@@ -62,16 +68,13 @@ pub async fn run(
             .then_with(|| a.metadata.name.cmp(&b.metadata.name))
     });
     let mut pools = Vec::new();
+    let mut left_out = Vec::new();
     for np in node_pools {
-        let types = instance_types(&np, state, registry).await?;
-        let catalog = snapshot::instance_types::catalog(&types).with_context(|| {
-            format!(
-                "nodepool {}",
-                np.metadata.name.as_deref().unwrap_or_default()
-            )
-        })?;
-        let pool = snapshot::nodepools::node_pool(&np, catalog)?;
-        pools.push((np, pool));
+        match engine_pool(&np, state, registry).await {
+            Ok(pool) => pools.push((np, pool)),
+            Err(e) if options.as_controller => left_out.push(format!("{e:#}")),
+            Err(e) => return Err(e),
+        }
     }
     let engine_pools: Vec<engine::NodePool> = pools.iter().map(|(_, p)| p.clone()).collect();
     let objects = || Objects {
@@ -81,12 +84,8 @@ pub async fn run(
         daemon_sets: &state.daemon_sets,
     };
     let converted = snapshot::cluster::build(&objects(), &engine_pools);
-    if let Some(why) = converted.skipped.first() {
-        bail!(
-            "{} object(s) cannot be simulated; the first: {why}",
-            converted.skipped.len()
-        );
-    }
+    check(&converted.skipped, &options)?;
+    left_out.extend(converted.skipped);
     let scheduling = engine::Snapshot {
         node_pools: engine_pools,
         nodes: converted.nodes,
@@ -103,12 +102,7 @@ pub async fn run(
         now: options.now,
         options: DisruptionOptions::default(),
     });
-    if let Some(why) = skipped.first() {
-        bail!(
-            "{} object(s) cannot be simulated; the first: {why}",
-            skipped.len()
-        );
-    }
+    check(&skipped, &options)?;
     let before = cluster.clone();
     let launched = whatif::provision(&mut cluster, &plan);
     let disruption = options.disruption.then(|| {
@@ -123,7 +117,32 @@ pub async fn run(
         diff: whatif::diff(&before, &cluster),
         plan,
         disruption,
+        skipped: left_out,
     })
+}
+
+fn check(skipped: &[String], options: &Options) -> anyhow::Result<()> {
+    match skipped.first() {
+        Some(why) if !options.as_controller => {
+            bail!(
+                "{} object(s) cannot be simulated; the first: {why}",
+                skipped.len()
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn engine_pool(
+    np: &NodePool,
+    state: &State,
+    registry: &Registry,
+) -> anyhow::Result<engine::NodePool> {
+    let name = np.metadata.name.as_deref().unwrap_or_default();
+    let types = instance_types(np, state, registry).await?;
+    let catalog =
+        snapshot::instance_types::catalog(&types).with_context(|| format!("nodepool {name}"))?;
+    snapshot::nodepools::node_pool(np, catalog)
 }
 
 /// Manifests alone, on an empty cluster: what the provisioner would launch.

@@ -18,4 +18,5 @@ mod disruption;
 mod kwok_cluster;
 mod nebius;
 mod own_cluster;
+mod simulate_cluster;
 mod two_clouds;

@@ -150,3 +150,55 @@ fn a_copy_of_the_binary_alone_plans_with_its_built_in_providers() {
     assert!(azure.contains("azure-cpu-nodepool"), "{azure}");
     assert!(azure.contains("Standard_D"), "{azure}");
 }
+
+/// Every example plans offline with the built-in providers, each pod
+/// placed: Nebius from its built-in catalog, saying its prices are
+/// estimates. With `--disruption` each says what it adds (exit status 3).
+#[test]
+fn every_example_plans_offline() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("examples")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n != "plugins"))
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 3, "{dirs:?}");
+    for dir in dirs {
+        let run = |extra: &[&str]| {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+                .args(["simulate", "--output", "json"])
+                .args(extra)
+                .arg(&dir)
+                .output()
+                .expect("karpenter simulate runs");
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            (out.status.code(), stdout, stderr)
+        };
+        let (code, stdout, stderr) = run(&[]);
+        assert_eq!(code, Some(0), "{}: {stdout}\n{stderr}", dir.display());
+        let plan: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+        assert!(
+            !plan["new_node_claims"]
+                .as_array()
+                .expect("claims")
+                .is_empty(),
+            "{}: {plan}",
+            dir.display()
+        );
+        assert_eq!(
+            plan["unschedulable"],
+            serde_json::json!([]),
+            "{}",
+            dir.display()
+        );
+        if dir.ends_with("nebius") {
+            assert!(stderr.contains("prices are estimates"), "{stderr}");
+        }
+        let (code, stdout, stderr) = run(&["--disruption"]);
+        assert_eq!(code, Some(3), "{}: {stdout}\n{stderr}", dir.display());
+        let sim: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+        assert_eq!(sim["simulation"]["diff"]["pods_pending_after"], 0, "{sim}");
+    }
+}
