@@ -1,7 +1,9 @@
 //! One disruption decision over a consolidatable cluster of 100, 700 and
 //! 2,000 nodes (about ten pods each), and over the same cluster when nothing
 //! can go, so that every candidate is simulated (the worst case); and one
-//! repair decision over the same sizes, one node in fifty unhealthy.
+//! repair decision over the same sizes, one node in fifty unhealthy; and
+//! the what-if `karpenter simulate --disruption` runs at 1,000 nodes and
+//! 10,000 pods: disruption settled on its own results, and the difference.
 //! `cargo bench -p karpenter-engine --bench disruption`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -101,5 +103,19 @@ fn repair(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, disruption, repair);
+fn whatif(c: &mut Criterion) {
+    let mut group = c.benchmark_group("whatif_settle");
+    group.sample_size(10);
+    let snapshot = engine::bench::disruption_snapshot(1_000, 10_000);
+    group.bench_with_input(BenchmarkId::from_parameter(1_000), &snapshot, |b, s| {
+        b.iter(|| {
+            let mut after = s.clone();
+            let settled = engine::whatif::settle(&mut after, 2 * s.nodes.len() + 10);
+            (settled, engine::whatif::diff(s, &after))
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, disruption, repair, whatif);
 criterion_main!(benches);

@@ -25,7 +25,8 @@ impl Plan {
             .iter()
             .filter_map(|c| c.cheapest.as_ref())
             .map(|o| o.price)
-            .sum()
+            // An empty float sum is -0.0.
+            .fold(0.0, |a, b| a + b)
     }
 
     /// The pods planned onto a new NodeClaim.

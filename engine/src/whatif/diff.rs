@@ -128,8 +128,8 @@ pub fn diff(before: &DisruptionSnapshot, after: &DisruptionSnapshot) -> Diff {
             .count(),
         pods_pending_before: before.pending_pods.len(),
         pods_pending_after: after.pending_pods.len(),
-        price_before: pools.iter().map(|p| p.price_before).sum(),
-        price_after: pools.iter().map(|p| p.price_after).sum(),
+        price_before: pools.iter().map(|p| p.price_before).fold(0.0, |a, b| a + b),
+        price_after: pools.iter().map(|p| p.price_after).fold(0.0, |a, b| a + b),
         pools,
     }
 }

@@ -307,8 +307,12 @@ fn table(sim: &Simulation) -> String {
         "$/H",
         "PODS",
     ];
-    out.push_str(&columns(&header, &rows));
-    out.push('\n');
+    if rows.is_empty() {
+        out.push_str("No new NodeClaim.\n");
+    } else {
+        out.push_str(&columns(&header, &rows));
+        out.push('\n');
+    }
     let on_existing = plan
         .placements
         .iter()

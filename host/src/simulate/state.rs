@@ -24,6 +24,13 @@ const GENERATED_LABELS: [&str; 4] = [
     "apps.kubernetes.io/pod-index",
 ];
 
+/// Labels the API server copies from the node onto a pod when it binds it
+/// (PodTopologyLabels), unless the template sets them itself.
+const TOPOLOGY_LABELS: [&str; 2] = [
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+];
+
 /// Tolerations the API server adds to every pod (DefaultTolerationSeconds).
 const DEFAULT_TOLERATIONS: [&str; 2] = [
     "node.kubernetes.io/not-ready",
@@ -214,7 +221,9 @@ impl State {
         let what = format!("{} {}/{}", w.kind.to_lowercase(), w.namespace, w.name);
         let template = template_pod(w, 0, now);
         let mut converter = Pods::default();
-        let wanted = scheduling_view(&mut converter, &template).with_context(|| what.clone())?;
+        let own = template.labels().clone();
+        let wanted =
+            scheduling_view(&mut converter, &template, &own).with_context(|| what.clone())?;
         let mut owned: Vec<Arc<Pod>> = Vec::new();
         self.pods.retain(|p| {
             if owned_by(p, w) {
@@ -227,7 +236,7 @@ impl State {
         let before = owned.len();
         let same = owned
             .iter()
-            .all(|p| scheduling_view(&mut converter, p).is_ok_and(|v| v == wanted));
+            .all(|p| scheduling_view(&mut converter, p, &own).is_ok_and(|v| v == wanted));
         if !same {
             owned.clear();
         }
@@ -241,16 +250,15 @@ impl State {
         let kept = owned.split_off(owned.len() - keep);
         let added = w.replicas as usize - kept.len();
         self.pods.extend(kept);
-        let mut i = 0;
-        for _ in 0..added {
-            while self.pods.iter().any(|p| {
-                p.metadata.name.as_deref() == Some(&format!("{}-sim-{i}", w.name))
-                    && p.metadata.namespace.as_deref() == Some(&w.namespace)
-            }) {
-                i += 1;
-            }
+        let taken: std::collections::BTreeSet<String> = self
+            .pods
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(&w.namespace))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let free = (0..).filter(|i| !taken.contains(&format!("{}-sim-{i}", w.name)));
+        for i in free.take(added) {
             self.pods.push(Arc::new(template_pod(w, i, now)));
-            i += 1;
         }
         Ok(match (same, before) {
             (_, 0) => format!("{what} created with {} pod(s)", w.replicas),
@@ -333,10 +341,16 @@ fn owned_by(p: &Pod, w: &Workload) -> bool {
 }
 
 /// What the scheduler reads of a pod, without what the API server and the
-/// workload controllers add to every pod.
-fn scheduling_view(converter: &mut Pods, p: &Pod) -> anyhow::Result<engine::PodTemplate> {
+/// workload controllers add to every pod (`own`: the template's labels).
+fn scheduling_view(
+    converter: &mut Pods,
+    p: &Pod,
+    own: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<engine::PodTemplate> {
     let mut t = engine::PodTemplate::clone(&converter.pod(p, 0)?.template);
-    t.labels.retain(|k, _| !GENERATED_LABELS.contains(&k));
+    t.labels.retain(|k, _| {
+        !GENERATED_LABELS.contains(&k) && (own.contains_key(k) || !TOPOLOGY_LABELS.contains(&k))
+    });
     t.tolerations
         .retain(|x| !DEFAULT_TOLERATIONS.contains(&x.key.as_str()));
     Ok(t)
@@ -443,7 +457,8 @@ spec:
             "metadata": {
                 "name": format!("inflate-7d9f-{i}"), "namespace": "default", "uid": format!("u{i}"),
                 "creationTimestamp": format!("2026-01-01T{hour:02}:00:00Z"),
-                "labels": {"app": "inflate", "pod-template-hash": "7d9f"},
+                "labels": {"app": "inflate", "pod-template-hash": "7d9f",
+                           "topology.kubernetes.io/zone": "zone-a"},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                     "name": "inflate-7d9f", "uid": "rs", "controller": true}]
             },

@@ -99,6 +99,11 @@ async fn simulate_cluster_plans_what_the_controller_then_does() {
     let before = node_names(&kwok_nodes(&client, &pool).await);
     let (sim, code) = simulate(&c, &plugins, &[&fifty]);
     assert_eq!(code, Some(3), "the cluster would change: {sim}");
+    assert_eq!(
+        sim["applied"][0],
+        format!("deployment {ns}/inflate scaled from 5 to 50 pods"),
+        "the running pods stay where they are"
+    );
     let planned = planned_types(&sim);
     let diff = &sim["simulation"]["diff"];
     assert_eq!(diff["pods_pending_after"], 0, "{diff}");
