@@ -202,3 +202,38 @@ fn every_example_plans_offline() {
         assert_eq!(sim["simulation"]["diff"]["pods_pending_after"], 0, "{sim}");
     }
 }
+
+/// The Azure guide's NodePool and AKSNodeClass, exactly as a user pipes
+/// them to kubectl, with its inflate deployment scaled to 5: planned
+/// offline onto one D-family node.
+#[test]
+fn the_azure_guides_manifests_plan_offline() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().expect("tmp");
+    for (from, to) in [
+        ("tests/crds/seeds/001-general-purpose.yaml", "nodepool.yaml"),
+        ("examples/kwok/inflate.yaml", "inflate.yaml"),
+    ] {
+        std::fs::copy(root.join(from), dir.path().join(to)).expect("copy");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["simulate", "--output", "json"])
+        .arg(dir.path())
+        .output()
+        .expect("karpenter simulate runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let claims = plan["new_node_claims"].as_array().expect("claims");
+    assert_eq!(claims.len(), 1, "{plan}");
+    let ty = claims[0]["cheapest"]["instance_type"]
+        .as_str()
+        .expect("a type");
+    assert!(ty.starts_with("Standard_D"), "sku-family D: {ty}");
+    assert_eq!(claims[0]["pods"].as_array().map(Vec::len), Some(5));
+}

@@ -512,7 +512,7 @@ async fn examples_place_cpu_pods_on_d_family_and_the_gpu_pod_on_the_gpu_sku() {
         let text = std::fs::read_to_string(root().join("examples/azure").join(f)).expect("example");
         m.add_yaml(f, &text).expect("parses");
     }
-    let sim = simulate::run(&m, &registry).await.expect("simulates");
+    let sim = simulate::offline(&m, &registry).await.expect("simulates");
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         sim.plan.unschedulable.is_empty(),
