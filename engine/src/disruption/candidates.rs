@@ -2,7 +2,7 @@
 //! method needs to know about them (price, disruption cost, drift,
 //! consolidateAfter). The rest get Karpenter's DisruptionBlocked reason.
 
-use crate::snapshot::{Labels, Operator, Requirement};
+use crate::snapshot::{Labels, NodePool, Operator, Requirement};
 use vocabulary::labels::{CAPACITY_TYPE, INSTANCE_TYPE, WELL_KNOWN, ZONE};
 
 use super::cluster::{Cluster, NodeView, PoolView, ms};
@@ -189,7 +189,7 @@ fn candidate(c: &Cluster, i: usize, pool_index: usize) -> Candidate {
         pool: pool_index,
         instance_type: label(INSTANCE_TYPE),
         capacity_type: label(CAPACITY_TYPE),
-        price: price(pool, &node.labels),
+        price: node_price(&pool.spec.pool, &node.labels),
         disruption_cost: rescheduling * lifetime_remaining(c, n),
         move_cost,
         reschedulable: n.reschedulable().count(),
@@ -200,7 +200,7 @@ fn candidate(c: &Cluster, i: usize, pool_index: usize) -> Candidate {
 
 /// The cheapest offering of the node's instance type in its zone and capacity
 /// type, available or not (it is the one the node runs on).
-fn price(pool: &PoolView, labels: &Labels) -> Result<f64, String> {
+pub(crate) fn node_price(pool: &NodePool, labels: &Labels) -> Result<f64, String> {
     let get = |k: &str| {
         labels
             .get(k)
@@ -208,8 +208,6 @@ fn price(pool: &PoolView, labels: &Labels) -> Result<f64, String> {
     };
     let (it, zone, ct) = (get(INSTANCE_TYPE)?, get(ZONE)?, get(CAPACITY_TYPE)?);
     let ty = pool
-        .spec
-        .pool
         .instance_types
         .iter()
         .find(|t| &t.name == it)

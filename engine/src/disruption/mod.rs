@@ -39,6 +39,7 @@ mod simulation;
 mod single_node;
 pub mod snapshot;
 
+pub(crate) use candidates::node_price;
 pub use plan::{Command, DisruptionPlan, KeepKind, KeepReason, KeptNode, Method, PoolBudget};
 pub use snapshot::{
     Budget, ClusterNode, ConsolidationPolicy, DisruptionNodePool, DisruptionOptions,

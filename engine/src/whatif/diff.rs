@@ -134,24 +134,11 @@ pub fn diff(before: &DisruptionSnapshot, after: &DisruptionSnapshot) -> Diff {
     }
 }
 
-/// What a node costs by its NodePool's catalog: the cheapest offering of its
-/// instance type in its zone and capacity type.
+/// What a node costs by its NodePool's catalog, as disruption prices it:
+/// the cheapest offering of its instance type in its zone and capacity type.
 pub fn node_price(pools: &[DisruptionNodePool], node: &ClusterNode) -> Option<f64> {
     let pool = pools
         .iter()
         .find(|p| Some(&p.pool.name) == node.node_pool.as_ref())?;
-    let it = node.labels.get(INSTANCE_TYPE)?;
-    let ct = node.labels.get(CAPACITY_TYPE)?;
-    let zone = node.labels.get(ZONE);
-    pool.pool
-        .instance_types
-        .iter()
-        .find(|t| &t.name == it)?
-        .offerings
-        .iter()
-        .filter(|o| &o.capacity_type == ct)
-        .filter(|o| o.zone.is_none() || o.zone.as_ref() == zone)
-        .map(|o| o.price)
-        .filter(|p| p.is_finite())
-        .min_by(f64::total_cmp)
+    crate::disruption::node_price(&pool.pool, &node.labels).ok()
 }
