@@ -244,7 +244,7 @@ impl State {
         owned.sort_by_key(|p| {
             let bound = p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
             let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            (std::cmp::Reverse(bound), created.map(std::cmp::Reverse))
+            (bound, created.map(std::cmp::Reverse))
         });
         let keep = (w.replicas as usize).min(owned.len());
         let kept = owned.split_off(owned.len() - keep);
@@ -318,26 +318,16 @@ fn owned_by(p: &Pod, w: &Workload) -> bool {
     if p.metadata.namespace.as_deref().unwrap_or("default") != w.namespace {
         return false;
     }
-    let simulated = p.metadata.name.as_deref().is_some_and(|n| {
-        n.strip_prefix(&w.name)
-            .is_some_and(|r| r.starts_with("-sim-"))
-    }) && p
-        .owner_references()
-        .iter()
-        .any(|o| o.kind == w.kind && o.name == w.name);
-    simulated
-        || p.owner_references().iter().any(|o| {
-            o.controller == Some(true)
-                && match w.kind {
-                    "Deployment" => {
-                        o.kind == "ReplicaSet"
-                            && p.labels()
-                                .get("pod-template-hash")
-                                .is_some_and(|h| o.name == format!("{}-{h}", w.name))
-                    }
-                    kind => o.kind == kind && o.name == w.name,
-                }
-        })
+    // The workload itself owns the pods a simulation made (`template_pod`).
+    p.owner_references().iter().any(|o| {
+        let direct = o.kind == w.kind && o.name == w.name;
+        let replica_set = w.kind == "Deployment"
+            && o.kind == "ReplicaSet"
+            && p.labels()
+                .get("pod-template-hash")
+                .is_some_and(|h| o.name == format!("{}-{h}", w.name));
+        o.controller == Some(true) && (direct || replica_set)
+    })
 }
 
 /// What the scheduler reads of a pod, without what the API server and the
@@ -504,6 +494,19 @@ spec:
         );
         assert_eq!(s.pods.len(), 50);
         assert_eq!(pending(&s), 45);
+    }
+
+    #[test]
+    fn pods_a_simulation_made_belong_to_their_workload() {
+        let mut s = cluster();
+        s.apply(&inflate(50, "1"), now()).expect("applies");
+        let notes = s.apply(&inflate(10, "1"), now()).expect("applies");
+        assert_eq!(
+            notes,
+            ["deployment default/inflate scaled from 50 to 10 pods"]
+        );
+        assert_eq!(s.pods.len(), 10);
+        assert_eq!(pending(&s), 5, "the pending ones went first");
     }
 
     #[test]
