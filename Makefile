@@ -5,13 +5,12 @@ TEST_PLUGINS := misbehave broken
 CARGO ?= cargo
 WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 
-# The chart's bundled plugins: build outputs compressed (zstd) into the
-# gitignored charts/karpenter/plugins/, where the chart's ConfigMaps read them.
-# Uncompressed, azure and nebius together overflow a Helm release (1 MiB).
+# The chart's bundled plugins: built into the controller binary, so the chart
+# holds only their configuration and NodeClass CRDs.
 CHART_PLUGINS := azure nebius
 CHART_DIR := charts/karpenter
 
-.PHONY: plugins test-plugins js-plugins all test chart chart-crds
+.PHONY: plugins test-plugins js-plugins all test chart-crds
 
 plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(PLUGINS),-p karpenter-plugin-$(p))
@@ -34,12 +33,6 @@ all: plugins test-plugins
 
 test: plugins test-plugins
 	.ci/run
-
-chart: plugins
-	@mkdir -p $(CHART_DIR)/plugins
-	@rm -f $(CHART_DIR)/plugins/*.wasm $(CHART_DIR)/plugins/*.wasm.zst
-	@for p in $(CHART_PLUGINS); do zstd -q -19 -f target/plugins/$$p.wasm -o $(CHART_DIR)/plugins/$$p.wasm.zst || exit 1; done
-	@echo "$(CHART_DIR)/plugins: $(CHART_PLUGINS)"
 
 # Regenerates the bundled plugins' NodeClass CRDs in the chart from their
 # schemas; host/tests/end_to_end/chart.rs fails when the committed copies differ.

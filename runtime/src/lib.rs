@@ -29,3 +29,4 @@ pub use config::PluginConfig;
 pub use plugin::{CallError, Plugin};
 pub use registry::{Registry, ReloadReport};
 pub use runtime::{Runtime, RuntimeOptions};
+pub use source::SourceRoots;

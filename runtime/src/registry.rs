@@ -10,14 +10,14 @@
 //! one (they hold it). A plugin that fails to load is reported and the one
 //! loaded before it, if any, stays in service.
 //!
-//! A plugin too large for a ConfigMap has only its `<name>.yaml` there, whose
-//! `source` names a file on the plugin volume or an HTTPS URL pinned by
-//! sha256 (see `source.rs`).
+//! A plugin whose WebAssembly is elsewhere has only its `<name>.yaml` there,
+//! whose `source` names a provider built into the binary, a file on the
+//! plugin volume or an HTTPS URL pinned by sha256 (see `source.rs`).
 
 use super::config::PluginConfig;
 use super::plugin::Plugin;
 use super::runtime::Runtime;
-use super::source::{Source, Sources};
+use super::source::{Source, SourceRoots, Sources};
 use anyhow::Context;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
@@ -66,17 +66,17 @@ pub struct ReloadReport {
 
 impl Registry {
     pub async fn open(runtime: Arc<Runtime>, dir: Dir) -> anyhow::Result<Arc<Self>> {
-        Self::open_with_volume(runtime, dir, None).await
+        Self::open_with(runtime, dir, SourceRoots::default()).await
     }
 
-    /// As `open`, with a volume that `source: {volume: ...}` files are read
-    /// from.
-    pub async fn open_with_volume(
+    /// As `open`, with the volume and built-in plugins that `source`
+    /// entries may name.
+    pub async fn open_with(
         runtime: Arc<Runtime>,
         dir: Dir,
-        volume: Option<Dir>,
+        roots: SourceRoots,
     ) -> anyhow::Result<Arc<Self>> {
-        let registry = Self::unloaded(runtime, dir, volume);
+        let registry = Self::unloaded(runtime, dir, roots);
         registry.reload().await?;
         Ok(registry)
     }
@@ -84,10 +84,11 @@ impl Registry {
     /// A registry that has loaded nothing yet: the first `reload` loads the
     /// directory. The controller serves its health endpoints meanwhile, so
     /// plugins that take long to compile never outlast a startup probe.
-    pub fn unloaded(runtime: Arc<Runtime>, dir: Dir, volume: Option<Dir>) -> Arc<Self> {
+    pub fn unloaded(runtime: Arc<Runtime>, dir: Dir, roots: SourceRoots) -> Arc<Self> {
         let sources = Sources {
-            volume: volume.map(Arc::new),
+            volume: roots.volume.map(Arc::new),
             client: Some(runtime.http.client()),
+            builtin: roots.builtin,
         };
         Arc::new(Registry {
             runtime,

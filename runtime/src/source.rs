@@ -1,8 +1,10 @@
-//! Where a plugin's WebAssembly comes from when it is too large for a
-//! ConfigMap (a JavaScript or Python component is 10-20 MB): a file on a
-//! mounted volume (an OCI image volume, a PVC) or an HTTPS URL pinned by
-//! sha256. The digest is checked before anything is compiled; a mismatch is
-//! refused.
+//! Where a plugin's WebAssembly comes from when it is not in the plugin
+//! directory itself: a provider built into the controller binary (the
+//! bundled ones, so the chart carries only their configuration), or, for
+//! one too large for a ConfigMap (a JavaScript or Python component is
+//! 10-20 MB), a file on a mounted volume (an OCI image volume, a PVC) or an
+//! HTTPS URL pinned by sha256. The digest is checked before anything is
+//! compiled; a mismatch is refused.
 //!
 //! ```yaml
 //! # <name>.yaml in the plugin directory
@@ -13,6 +15,9 @@
 //! source:
 //!   volume: static-inventory.wasm   # a file under the controller's --plugin-volume
 //!   sha256: 5f2c...                 # optional for a volume
+//! # or
+//! source:
+//!   builtin: azure                  # `karpenter plugin list --builtin` names them
 //! ```
 
 use anyhow::{Context, bail, ensure};
@@ -34,6 +39,9 @@ pub struct Source {
     /// A file path relative to the host's plugin volume.
     #[serde(default)]
     pub volume: Option<String>,
+    /// The name of a provider built into the host binary.
+    #[serde(default)]
+    pub builtin: Option<String>,
     /// The lower-case hex sha256 the bytes must have.
     #[serde(default)]
     pub sha256: Option<String>,
@@ -41,10 +49,8 @@ pub struct Source {
 
 impl Source {
     pub fn check(&self) -> anyhow::Result<()> {
-        match (&self.url, &self.volume) {
-            (Some(_), Some(_)) => bail!("source: give either url or volume, not both"),
-            (None, None) => bail!("source: needs a url or a volume"),
-            (Some(url), None) => {
+        match (&self.url, &self.volume, &self.builtin) {
+            (Some(url), None, None) => {
                 ensure!(
                     url.starts_with("https://"),
                     "source.url {url:?} must be an https:// URL"
@@ -54,10 +60,15 @@ impl Source {
                     "source.url needs sha256: the host loads only the bytes it was told to expect"
                 );
             }
-            (None, Some(path)) => ensure!(
+            (None, Some(path), None) => ensure!(
                 !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|p| p == ".."),
                 "source.volume {path:?} must be a relative path inside the volume"
             ),
+            (None, None, Some(name)) => {
+                ensure!(!name.is_empty(), "source.builtin needs a provider's name")
+            }
+            (None, None, None) => bail!("source: needs a url, a volume or a builtin"),
+            _ => bail!("source: give one of url, volume and builtin"),
         }
         if let Some(sha) = &self.sha256 {
             ensure!(
@@ -72,6 +83,17 @@ impl Source {
     }
 }
 
+/// Providers built into the host binary, by name.
+pub type Builtin = &'static [(&'static str, &'static [u8])];
+
+/// Where a `source` may point besides a URL, as the host is started with.
+#[derive(Default)]
+pub struct SourceRoots {
+    /// The mounted plugin volume (`--plugin-volume`), if any.
+    pub volume: Option<Dir>,
+    pub builtin: Builtin,
+}
+
 /// What the host reads sources with.
 #[derive(Clone, Default)]
 pub struct Sources {
@@ -79,14 +101,15 @@ pub struct Sources {
     pub volume: Option<std::sync::Arc<Dir>>,
     /// The client for URLs: the system roots plus the host's extra roots.
     pub client: Option<reqwest::Client>,
+    pub builtin: Builtin,
 }
 
 impl Sources {
     /// The plugin's bytes, verified against the pinned digest.
     pub async fn read(&self, source: &Source) -> anyhow::Result<Vec<u8>> {
-        let (bytes, origin) = match (&source.url, &source.volume) {
-            (Some(url), _) => (self.download(url).await?, url.clone()),
-            (None, Some(path)) => {
+        let (bytes, origin) = match (&source.url, &source.volume, &source.builtin) {
+            (Some(url), _, _) => (self.download(url).await?, url.clone()),
+            (None, Some(path), _) => {
                 let volume = self.volume.as_ref().context(
                     "source.volume is set but the host has no plugin volume (--plugin-volume)",
                 )?;
@@ -95,7 +118,11 @@ impl Sources {
                     .with_context(|| format!("reading {path} from the plugin volume"))?;
                 (bytes, format!("volume file {path}"))
             }
-            (None, None) => bail!("source: needs a url or a volume"),
+            (None, None, Some(name)) => (
+                self.builtin(name)?.to_vec(),
+                format!("built-in plugin {name}"),
+            ),
+            (None, None, None) => bail!("source: needs a url, a volume or a builtin"),
         };
         if let Some(want) = &source.sha256 {
             let got = hex::encode(Sha256::digest(&bytes));
@@ -105,6 +132,21 @@ impl Sources {
             );
         }
         Ok(bytes)
+    }
+
+    fn builtin(&self, name: &str) -> anyhow::Result<&'static [u8]> {
+        if let Some((_, wasm)) = self.builtin.iter().find(|(n, _)| *n == name) {
+            return Ok(wasm);
+        }
+        let names: Vec<&str> = self.builtin.iter().map(|(n, _)| *n).collect();
+        bail!(
+            "source.builtin {name:?}: this host has no built-in plugin of that name (it has: {})",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
     }
 
     async fn download(&self, url: &str) -> anyhow::Result<Vec<u8>> {
@@ -167,6 +209,12 @@ mod tests {
         assert!(e.to_string().contains("64 lower-case hex"), "{e}");
         let e = source("volume: ../etc/passwd").expect_err("escape");
         assert!(e.to_string().contains("relative path inside"), "{e}");
+        assert!(source("builtin: azure").is_ok());
+        let e = source("builtin: azure\nvolume: azure.wasm").expect_err("two");
+        assert!(
+            e.to_string().contains("one of url, volume and builtin"),
+            "{e}"
+        );
     }
 
     #[tokio::test]
@@ -177,12 +225,14 @@ mod tests {
         let sources = Sources {
             volume: Some(std::sync::Arc::new(volume)),
             client: None,
+            builtin: &[],
         };
         let want = "0".repeat(64);
         let got = hex::encode(Sha256::digest(b"not wasm"));
         let e = sources
             .read(&Source {
                 url: None,
+                builtin: None,
                 volume: Some("p.wasm".into()),
                 sha256: Some(want.clone()),
             })
@@ -193,6 +243,7 @@ mod tests {
         let ok = sources
             .read(&Source {
                 url: None,
+                builtin: None,
                 volume: Some("p.wasm".into()),
                 sha256: Some(got),
             })

@@ -46,12 +46,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/*
-The plugins to install, as YAML: name -> {wasm (base64), key (its file
-name: `<name>.wasm`, or `<name>.wasm.zst` when zstd-compressed), config (the
-`<name>.yaml` the host reads), nodeClasses}. Bundled plugins come from
-plugins/<name>.wasm.zst in the chart (compressed, or two would not fit in a
-Helm release) and are left out when the file is absent; extra ones from
-wasmBase64 or a file inside the chart.
+The plugins to install, as YAML: name -> {wasm (base64, or empty), key (its
+file name: `<name>.wasm`, or `<name>.wasm.zst` when zstd-compressed), source
+(where the host finds the WebAssembly when the ConfigMap does not carry it),
+config (the `<name>.yaml` the host reads), nodeClasses}. Bundled plugins are
+built into the controller binary, so by default their ConfigMap holds only
+their configuration, `source: {builtin: <name>}`; `file` (inside the chart)
+or `source` (a URL or volume file) puts another build in their place. Extra
+plugins come from wasmBase64, a file inside the chart, or a source.
 */}}
 {{- define "karpenter.plugins" -}}
 {{- $root := . -}}
@@ -64,9 +66,15 @@ wasmBase64 or a file inside the chart.
 {{- $out := dict -}}
 {{- range $name, $p := .Values.plugins.bundled -}}
 {{- if $p.enabled -}}
-{{- $wasm := $root.Files.Get (default (printf "plugins/%s.wasm.zst" $name) $p.file) -}}
-{{- if $wasm -}}
-{{- $_ := set $out $name (dict "wasm" (b64enc $wasm) "key" (printf "%s.wasm.zst" $name) "plugin" $p) -}}
+{{- if $p.file -}}
+{{- $wasm := $root.Files.Get $p.file -}}
+{{- if not $wasm -}}
+{{- fail (printf "plugins.bundled.%s.file: %s is not in the chart" $name $p.file) -}}
+{{- end -}}
+{{- $key := ternary (printf "%s.wasm.zst" $name) (printf "%s.wasm" $name) (hasSuffix ".zst" $p.file) -}}
+{{- $_ := set $out $name (dict "wasm" (b64enc $wasm) "key" $key "plugin" $p) -}}
+{{- else -}}
+{{- $_ := set $out $name (dict "source" (default (dict "builtin" $name) $p.source) "plugin" $p) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -80,11 +88,15 @@ wasmBase64 or a file inside the chart.
 {{- else if $p.file -}}
 {{- $wasm = $root.Files.Get $p.file | b64enc -}}
 {{- end -}}
-{{- if not $wasm -}}
-{{- fail (printf "plugins.extra.%s: set wasmBase64 (or file, inside the chart)" $name) -}}
+{{- if and (not $wasm) (not $p.source) -}}
+{{- fail (printf "plugins.extra.%s: set wasmBase64, file (inside the chart) or source" $name) -}}
 {{- end -}}
 {{- $key := ternary (printf "%s.wasm.zst" $name) (printf "%s.wasm" $name) (or (default false $p.zstd) (hasSuffix ".zst" (default "" $p.file))) -}}
+{{- if $wasm -}}
 {{- $_ := set $out $name (dict "wasm" $wasm "key" $key "plugin" $p) -}}
+{{- else -}}
+{{- $_ := set $out $name (dict "source" $p.source "plugin" $p) -}}
+{{- end -}}
 {{- end -}}
 {{- range $name, $entry := $out -}}
 {{- $p := $entry.plugin -}}
@@ -98,6 +110,9 @@ wasmBase64 or a file inside the chart.
 {{- $_ := set $settings $k (toString $v) -}}
 {{- end -}}
 {{- $config := dict -}}
+{{- with $entry.source -}}
+{{- $_ := set $config "source" . -}}
+{{- end -}}
 {{- range $key := list "allowedHosts" "h2cHosts" "secrets" "tokens" "memoryMib" "memoryBudgetMib" "maxInstances" "cpuMs" "callTimeoutSeconds" -}}
 {{- if hasKey $p $key -}}
 {{- $_ := set $config $key (get $p $key) -}}

@@ -11,7 +11,7 @@ use karpenter_controller::{self as controller, batcher, leader};
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::secrets::SecretStore;
 use karpenter_runtime::capabilities::tokens;
-use karpenter_runtime::{Compiler, Registry, Runtime, RuntimeOptions};
+use karpenter_runtime::{Compiler, Registry, Runtime, RuntimeOptions, SourceRoots};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -153,12 +153,15 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         extra_roots: trusted,
         compiler: Compiler::current_executable()?,
     })?;
-    let volume = match &args.plugin_volume {
-        Some(p) => Some(open_dir(p)?),
-        None => None,
+    let roots = SourceRoots {
+        volume: match &args.plugin_volume {
+            Some(p) => Some(open_dir(p)?),
+            None => None,
+        },
+        builtin: &karpenter_plugin_bundle::PROVIDERS,
     };
     // Loaded by the controller once its health endpoints are up.
-    let registry = Registry::unloaded(runtime, open_dir(&args.plugin_dir)?, volume);
+    let registry = Registry::unloaded(runtime, open_dir(&args.plugin_dir)?, roots);
     let identity = args.identity.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())

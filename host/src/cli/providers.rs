@@ -6,7 +6,7 @@ use super::files;
 use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use karpenter_runtime::{Registry, Runtime, RuntimeOptions};
+use karpenter_runtime::{Registry, Runtime, RuntimeOptions, SourceRoots};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -32,5 +32,15 @@ pub async fn open(dir: Option<&Path>) -> anyhow::Result<Arc<Registry>> {
             built_in()
         )
     })?;
-    Registry::open(runtime, dir).await
+    // A directory rendered from the chart names the bundled providers by
+    // `source: {builtin: ...}`.
+    Registry::open_with(
+        runtime,
+        dir,
+        SourceRoots {
+            volume: None,
+            builtin: &karpenter_plugin_bundle::PROVIDERS,
+        },
+    )
+    .await
 }

@@ -3,9 +3,9 @@
 //! exactly the chart's ServiceAccount permissions through the inflate flow,
 //! and swap a plugin through its ConfigMap under load.
 //!
-//! Needs `make chart` (the bundled plugins in charts/karpenter/plugins) and a
-//! cluster from `tests/cluster/up NAME` with `KARPENTER_TEST_CLUSTER=NAME`
-//! (helm and kubectl come from its bin directory); `.ci/run` does both.
+//! Needs a cluster from `tests/cluster/up NAME` with
+//! `KARPENTER_TEST_CLUSTER=NAME` (helm and kubectl come from its bin
+//! directory); `.ci/run` makes one.
 
 use crate::common;
 
@@ -85,13 +85,6 @@ fn strings(v: &Value) -> Vec<String> {
         .flatten()
         .filter_map(|s| s.as_str().map(str::to_string))
         .collect()
-}
-
-/// A bundled plugin as the chart holds it: zstd-compressed.
-fn chart_plugin(name: &str) -> Vec<u8> {
-    let path = chart().join(format!("plugins/{name}.wasm.zst"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `make chart` first", path.display()))
 }
 
 pub(crate) fn base64(bytes: &[u8]) -> String {
@@ -251,26 +244,20 @@ async fn lint_and_render_the_seed_values() {
     let svc = find(&docs, "Service", "karpenter").expect("a metrics Service");
     assert_eq!(svc["spec"]["ports"][0]["name"], "http-metrics");
 
-    // Plugins: one ConfigMap each, binaryData the built .wasm, data its grants.
+    // Plugins: one ConfigMap each. The bundled ones are built into the
+    // binary: their ConfigMap holds only their grants, naming the provider.
     let cm = find(&docs, "ConfigMap", "karpenter-plugin-azure").expect("azure's ConfigMap");
-    let keys = |field: &str| -> Vec<String> {
-        cm[field]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, _)| k.clone())
-            .collect()
-    };
-    assert_eq!(keys("binaryData"), ["azure.wasm.zst"]);
-    assert_eq!(keys("data"), ["azure.yaml"]);
+    assert!(cm.get("binaryData").is_none(), "{cm}");
     assert_eq!(
-        cm["binaryData"]["azure.wasm.zst"],
-        base64(&chart_plugin("azure"))
+        cm["data"]
+            .as_object()
+            .map(|d| d.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["azure.yaml".to_string()])
     );
-    assert!(
-        find(&docs, "ConfigMap", "karpenter-plugin-nebius").is_some(),
-        "nebius is bundled"
-    );
+    for name in ["azure", "nebius"] {
+        let source = plugin_config(&docs, name).source.expect("a source");
+        assert_eq!(source.builtin.as_deref(), Some(name));
+    }
     let azure = plugin_config(&docs, "azure");
     assert_eq!(azure.settings["LOCATION"], "southcentralus");
     assert_eq!(
@@ -387,6 +374,40 @@ async fn lint_and_render_the_seed_values() {
         .expect("json");
     assert!(!deploy.contains("SECRETS_DIR") && !deploy.contains("nebius-credentials"));
     assert!(!deploy.contains("kubelet-bootstrap-token"));
+
+    // Another build of a bundled plugin from a volume, and a third-party
+    // plugin from a pinned URL: configuration only, the volume mounted.
+    let sha = "ab".repeat(32);
+    let docs = render(
+        &c,
+        &chart(),
+        &[&seed],
+        &[
+            "plugins.volume.image.reference=registry.example.com/plugins:v1",
+            "plugins.bundled.azure.source.volume=azure-v2.wasm",
+            "plugins.extra.big.source.url=https://plugins.example.com/big.wasm",
+            &format!("plugins.extra.big.source.sha256={sha}"),
+        ],
+    );
+    let azure = plugin_config(&docs, "azure").source.expect("a source");
+    assert_eq!(azure.volume.as_deref(), Some("azure-v2.wasm"));
+    assert_eq!(azure.builtin, None);
+    let big = plugin_config(&docs, "big").source.expect("a source");
+    assert_eq!(big.sha256.as_deref(), Some(sha.as_str()));
+    let deploy = find(&docs, "Deployment", "karpenter").expect("Deployment");
+    let spec = &deploy["spec"]["template"]["spec"];
+    let volume = spec["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "plugin-volume")
+        .expect("the plugin volume");
+    assert_eq!(
+        volume["image"]["reference"],
+        "registry.example.com/plugins:v1"
+    );
+    let deploy = serde_json::to_string(deploy).expect("json");
+    assert!(deploy.contains(r#""name":"PLUGIN_VOLUME","value":"/etc/karpenter/plugin-volume""#));
 }
 
 /// What the controller itself needs beside its plugins' budgets: its stores
@@ -514,7 +535,8 @@ async fn installs_with_the_seeds_command() {
     );
     let status: Value = serde_json::from_str(&status).expect("json");
     assert_eq!(status["info"]["status"], "deployed");
-    // Helm keeps the release (the plugins twice) in a Secret of at most 1 MiB.
+    // Helm keeps the release in a Secret of at most 1 MiB; the bundled
+    // plugins are not in it.
     let release =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "karpenter")
             .list(&ListParams::default().labels("owner=helm,name=karpenter"))
@@ -527,7 +549,10 @@ async fn installs_with_the_seeds_command() {
         .max()
         .expect("a release Secret");
     eprintln!("helm release Secret: {size} bytes of 1048576");
-    assert!(size < 1 << 20);
+    assert!(
+        size < 128 << 10,
+        "{size} bytes: a plugin's bytes are in the release again"
+    );
     let deploy = Api::<Deployment>::namespaced(client.clone(), "karpenter")
         .get("karpenter")
         .await
@@ -537,10 +562,12 @@ async fn installs_with_the_seeds_command() {
         .get("karpenter-plugin-azure")
         .await
         .expect("the plugin ConfigMap");
+    let config = PluginConfig::from_yaml(&cm.data.expect("data")["azure.yaml"])
+        .expect("a plugin configuration");
     assert_eq!(
-        cm.binary_data.expect("binaryData")["azure.wasm.zst"].0,
-        chart_plugin("azure"),
-        "the API server holds the plugin byte for byte"
+        config.source.and_then(|s| s.builtin).as_deref(),
+        Some("azure"),
+        "the bundled plugin comes from the controller binary"
     );
     for crd in [
         "nodepools.karpenter.sh",

@@ -1,13 +1,14 @@
-//! Plugins too large for a ConfigMap: the registry loads them from a mounted
-//! volume or an HTTPS URL pinned by sha256, and refuses bytes whose digest is
-//! not the pinned one before compiling anything.
+//! Plugins whose WebAssembly is not in the plugin directory: the registry
+//! loads them from the providers built into the binary, a mounted volume or
+//! an HTTPS URL pinned by sha256, and refuses bytes whose digest is not the
+//! pinned one before compiling anything.
 
 use crate::common;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use common::https::FileServer;
-use karpenter_runtime::{Registry, RuntimeOptions};
+use karpenter_runtime::{Registry, RuntimeOptions, SourceRoots};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -119,10 +120,13 @@ async fn a_volume_file_loads_and_is_reloaded_when_it_changes() {
         "source: {volume: v1/cloud.wasm}\n",
     )
     .expect("write");
-    let registry = Registry::open_with_volume(
+    let registry = Registry::open_with(
         common::runtime(),
         open(plugins.path()),
-        Some(open(volume.path())),
+        SourceRoots {
+            volume: Some(open(volume.path())),
+            builtin: &[],
+        },
     )
     .await
     .expect("registry");
@@ -164,5 +168,50 @@ async fn a_volume_file_loads_and_is_reloaded_when_it_changes() {
     assert_eq!(
         registry.get("cloud").expect("kept").metadata.name,
         "misbehave"
+    );
+}
+
+#[tokio::test]
+async fn a_built_in_provider_loads_by_name_and_an_unknown_name_says_what_there_is() {
+    let plugins = tempfile::tempdir().expect("tmp");
+    let write = |name: &str, text: &str| {
+        std::fs::write(plugins.path().join(name), text).expect("write");
+    };
+    write("cloud.yaml", "source: {builtin: kwok}\n");
+    write("typo.yaml", "source: {builtin: kwokk}\n");
+    let wrong = "0".repeat(64);
+    write(
+        "pinned.yaml",
+        &format!("source: {{builtin: kwok, sha256: \"{wrong}\"}}\n"),
+    );
+    let registry = Registry::open_with(
+        common::runtime(),
+        open(plugins.path()),
+        SourceRoots {
+            volume: None,
+            builtin: &karpenter_plugin_bundle::PROVIDERS,
+        },
+    )
+    .await
+    .expect("registry");
+    let cloud = registry.get("cloud").expect("the built-in kwok provider");
+    assert_eq!(cloud.metadata.name, "kwok");
+    let kwok = karpenter_plugin_bundle::PROVIDERS
+        .iter()
+        .find(|(n, _)| *n == "kwok")
+        .expect("kwok is built in")
+        .1;
+    assert_eq!(cloud.sha256, sha256(kwok));
+    let failures = registry.failures();
+    assert!(
+        failures["typo"].contains("no built-in plugin of that name (it has: kwok, azure, nebius)"),
+        "{}",
+        failures["typo"]
+    );
+    assert!(
+        failures["pinned"].contains("built-in plugin kwok has sha256")
+            && failures["pinned"].contains(&wrong),
+        "{}",
+        failures["pinned"]
     );
 }

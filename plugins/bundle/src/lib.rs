@@ -1,7 +1,9 @@
 //! The providers built into the binary: `karpenter simulate` and `explain`
 //! plan with them when no plugin directory is given, so a copied or
 //! installed binary needs no checkout and no `make plugins`. The controller
-//! never loads them: it serves the plugins its operator deploys.
+//! loads one only where its operator's configuration names it
+//! (`source: {builtin: azure}`, as the chart does for its bundled plugins),
+//! with the grants that configuration gives.
 
 use std::path::Path;
 

@@ -7,8 +7,8 @@
 //! `kubectl drain`, the metrics Service and the pod's confinement as the
 //! kernel reports it.
 //!
-//! Needs `KARPENTER_TEST_IMAGE` (the archive `tests/image/build` prints) and
-//! `make chart`; `.ci/run` does both.
+//! Needs `KARPENTER_TEST_IMAGE` (the archive `tests/image/build` prints);
+//! `.ci/run` builds it.
 
 use crate::chart::{base64, chart, helm, kubectl_ok, seed_values};
 use crate::common;
@@ -195,7 +195,7 @@ fn values(tag: &str, kwok: &[u8], settings: Value, extra: Value) -> tempfile::Na
             "extraSecrets": [{"name": "kwok-kube", "keys": ["token"]}],
         },
         "plugins": {"extra": {"kwok": {
-            // Compressed, as the bundled ones: Helm keeps a release in 1 MiB.
+            // Compressed: a ConfigMap holds 1 MiB.
             "wasmBase64": base64(&zstd::encode_all(kwok, 19).expect("zstd")),
             "zstd": true,
             "nodeClasses": [{"group": "karpenter.kwok.sh", "resource": "kwoknodeclasses"}],
@@ -469,6 +469,21 @@ async fn the_chart_runs_from_the_image_on_a_real_kubelet() {
         Some(node.as_str()),
         "on the real node"
     );
+
+    // The bundled providers come from the image's binary: the chart's
+    // ConfigMaps carry only their configuration.
+    let log = logs(&c, &name);
+    for (plugin, wasm) in karpenter_plugin_bundle::PROVIDERS {
+        if plugin == "kwok" {
+            continue;
+        }
+        let sha = hex::encode(Sha256::digest(wasm));
+        assert!(
+            log.lines()
+                .any(|l| l.contains("plugin loaded") && l.contains(plugin) && l.contains(&sha)),
+            "{plugin} loaded from the binary:\n{log}"
+        );
+    }
 
     // Confinement, from /proc of the container's process.
     let (uid, caps, root_ro) = confinement(pod);
