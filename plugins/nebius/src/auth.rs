@@ -82,6 +82,14 @@ pub fn jwt(signing_input: &str, signature: &[u8]) -> String {
     format!("{signing_input}.{}", b64(signature))
 }
 
+/// Whether a `get-secret` error is the host's refusal of a secret this
+/// plugin was not granted (`secret "<name>" is not granted to plugin <p>`),
+/// rather than a granted secret that is missing or unreadable. The contract
+/// reports both as text, so the wording is what tells them apart.
+pub fn is_not_granted(error: &str) -> bool {
+    error.contains("is not granted")
+}
+
 /// A cached token: `<expires-at>\n<token>`.
 pub fn encode_cached(token: &str, expires_at: u64) -> Vec<u8> {
     format!("{expires_at}\n{token}").into_bytes()
@@ -105,6 +113,16 @@ mod tests {
         assert_eq!(decode_cached(&b, 600).as_deref(), Some("tok"));
         assert_eq!(decode_cached(&b, 700), None);
         assert_eq!(decode_cached(b"junk", 0), None);
+    }
+
+    #[test]
+    fn only_a_denial_means_not_granted() {
+        assert!(is_not_granted(
+            r#"secret "nebius-credentials/credentials.json" is not granted to plugin nebius"#
+        ));
+        assert!(!is_not_granted(
+            "reading nebius-credentials/credentials.json: No such file or directory"
+        ));
     }
 
     #[test]

@@ -79,7 +79,8 @@ pub fn builtin_rates(platform: &str) -> Rates {
     let (gpu, vcpu, memory_gib) = match platform {
         "gpu-h200-sxm" => (2.668, 0.012, 0.0032),
         "gpu-h100-sxm" => (2.118, 0.012, 0.0032),
-        "gpu-b200-sxm" => (4.543, 0.012, 0.0032),
+        // gpu-b200-sxm-a is the same B200 machine, offered in other regions.
+        "gpu-b200-sxm" | "gpu-b200-sxm-a" => (4.543, 0.012, 0.0032),
         "gpu-l40s-a" | "gpu-l40s-d" => (1.352, 0.012, 0.0032),
         "cpu-e2" => (0.0, 0.0138, 0.0037),
         _ => (0.0, 0.012, 0.0032),

@@ -80,6 +80,16 @@ fn token(s: &Settings) -> Result<String, Error> {
     Ok(response.access_token)
 }
 
+/// Whether the credentials secret is granted to this plugin at all. Only
+/// the host's denial means no: a granted secret that is missing or
+/// unreadable stays an error for `Cloud::connect` to report.
+pub fn credentials_granted(s: &Settings) -> bool {
+    match config::get_secret(&s.credentials_secret) {
+        Ok(_) => true,
+        Err(e) => !auth::is_not_granted(&e),
+    }
+}
+
 /// A call failure as the contract's error.
 pub fn failure(what: &str, e: &CallError) -> Error {
     let m = format!("{what}: {e}");

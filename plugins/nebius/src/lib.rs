@@ -1,11 +1,14 @@
 //! The Nebius provider (as in AKS Flex): NebiusNodeClass, instance types from
 //! the project's platform presets, and instances with their boot disks
 //! launched through the Nebius gRPC API, joining the cluster over WireGuard
-//! or Unbounded CNI with a kubelet bootstrap token.
+//! or Unbounded CNI with a kubelet bootstrap token. Without the credentials
+//! secret granted (an offline `simulate`), instance types come from a
+//! built-in platform table; everything else still needs the API.
 //!
 //! Code map: `proto` (the API messages we use), `grpc` (framing and status
 //! over the SDK's HTTP client), `auth` (credentials, JWT, cached tokens),
-//! `nodeclass`, `catalog` (types, prices, overhead), `bootstrap`
+//! `nodeclass`, `catalog` (types, prices, overhead), `builtin` (the
+//! embedded platform table), `bootstrap`
 //! (cloud-init), `wireguard` (addresses and their reservation), `instance`
 //! (the contract's view of an instance) are pure and tested natively;
 //! `settings`, `cloud` and `launch` call the host; this file wires them.
@@ -18,6 +21,7 @@
 
 pub mod auth;
 pub mod bootstrap;
+pub mod builtin;
 pub mod catalog;
 mod cloud;
 pub mod grpc;
@@ -106,7 +110,15 @@ fn instance_types(
     cloud: &Cloud,
     spec: &nodeclass::Spec,
 ) -> Result<(Vec<Shape>, Vec<InstanceType>), Error> {
-    let shapes = catalog::shapes(&platforms(cloud, &spec.project_id)?);
+    types_of(s, spec, &platforms(cloud, &spec.project_id)?)
+}
+
+fn types_of(
+    s: &Settings,
+    spec: &nodeclass::Spec,
+    platforms: &[proto::Platform],
+) -> Result<(Vec<Shape>, Vec<InstanceType>), Error> {
+    let shapes = catalog::shapes(platforms);
     let prices = prices(s)?;
     let shaping = Shaping {
         region: &spec.region,
@@ -119,6 +131,32 @@ fn instance_types(
         .map(|sh| catalog::instance_type(sh, &shaping, &is_unavailable))
         .collect();
     Ok((shapes, types))
+}
+
+/// How often the built-in table's warning repeats, per region.
+const BUILTIN_WARNING_TTL_SECONDS: u64 = 3600;
+
+/// Instance types from the built-in platform table, for a plugin without
+/// credentials: a plan can still be made, but it may name presets the
+/// project lacks and its prices are not the project's.
+fn builtin_instance_types(
+    s: &Settings,
+    spec: &nodeclass::Spec,
+) -> Result<Vec<InstanceType>, Error> {
+    let platforms = builtin::embedded(&spec.region)
+        .map_err(|e| fatal(format!("the built-in platform table: {e}")))?;
+    let warned = format!("builtin/warned/{}", spec.region);
+    if cache::get(&warned).is_none() {
+        let date = builtin::compiled(builtin::PLATFORMS_CSV).unwrap_or("an unknown date");
+        karpenter_plugin_sdk::log::warn(
+            &format!(
+                "no Nebius credentials granted: instance types come from the built-in catalog of {date}; prices are estimates"
+            ),
+            &[("region", &spec.region), ("secret", &s.credentials_secret)],
+        );
+        cache::set(&warned, b"", BUILTIN_WARNING_TTL_SECONDS);
+    }
+    Ok(types_of(s, spec, &platforms)?.1)
 }
 
 /// Until a project is known (after a restart, before the NodeClasses are
@@ -246,6 +284,9 @@ impl Guest for Nebius {
         let spec = parse_class(&class)?;
         if spec.project_id.is_empty() {
             return Err(node_class_not_ready("spec.projectID is required"));
+        }
+        if !cloud::credentials_granted(&s) {
+            return builtin_instance_types(&s, &spec);
         }
         let cloud = Cloud::connect(&s)?;
         Ok(instance_types(&s, &cloud, &spec)?.1)

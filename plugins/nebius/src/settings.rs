@@ -4,7 +4,7 @@
 //! | --- | --- | --- |
 //! | NEBIUS_API_ENDPOINT | https://compute.api.nebius.cloud:443 | compute and operations (`http://host:port` for an h2c emulator) |
 //! | NEBIUS_IAM_ENDPOINT | https://tokens.iam.api.nebius.cloud:443 | the token exchange |
-//! | NEBIUS_CREDENTIALS_SECRET | nebius-credentials/credentials.json | the granted secret holding the service-account credentials |
+//! | NEBIUS_CREDENTIALS_SECRET | nebius-credentials/credentials.json | the granted secret holding the service-account credentials (not granted: instance types come from the built-in table) |
 //! | NEBIUS_PROJECT_ID | | the project listed by list-instances before any NodeClass was seen |
 //! | NEBIUS_SERVICE_ACCOUNT_ID | | the service account instances run as |
 //! | KUBELET_BOOTSTRAP_TOKEN | (required to launch) | `<id>.<secret>` |
