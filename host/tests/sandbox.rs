@@ -134,13 +134,22 @@ async fn an_infinite_loop_hits_the_cpu_budget() {
 #[tokio::test]
 async fn allocating_a_gibibyte_hits_the_memory_cap() {
     let text = failure("alloc", |c| c.memory_mib = 64).await;
-    assert!(text.contains("memory"), "{text}");
+    assert!(
+        text.contains("grew past its memory limit of 64 MiB (memoryMib)"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn a_panic_fails_the_call() {
     let text = failure("panic", |_| {}).await;
+    // The guest's own message, from its stderr, not only the trap.
     assert!(text.contains("panicked"), "{text}");
+    assert!(
+        text.contains("its stderr: ") && text.contains("the plugin panicked on purpose"),
+        "{text}"
+    );
+    assert!(!text.contains("RUST_BACKTRACE"), "{text}");
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ mod registry;
 mod runtime;
 mod source;
 mod state;
+mod stderr;
 pub mod validate;
 
 pub use bindings::wit;

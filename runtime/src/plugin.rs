@@ -14,6 +14,7 @@ use super::http::PluginHttp;
 use super::metrics::CallMetrics;
 use super::runtime::{Runtime, TICK};
 use super::state::State;
+use super::stderr;
 use super::validate;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -196,8 +197,14 @@ impl Plugin {
             Ok(UpdateDeadline::Yield(1))
         });
         store.set_epoch_deadline(1);
-        let bindings = self.pre.instantiate_async(&mut store).await?;
-        Ok(Warm { store, bindings })
+        let output = store.data().stderr.clone();
+        match self.pre.instantiate_async(&mut store).await {
+            Ok(bindings) => Ok(Warm { store, bindings }),
+            Err(e) => Err(match output.take() {
+                Some(text) => e.context(GuestOutput(text)),
+                None => e,
+            }),
+        }
     }
 
     /// Runs `f` on a warm (or new) instance within the plugin's limits.
@@ -220,10 +227,15 @@ impl Plugin {
             plugin: self,
             counted: false,
         };
+        let memory_mib = self.caps.config.memory_mib;
         let mut warm = self.warm_instance().await.map_err(|e| {
             self.metrics
                 .observe(call, start.elapsed(), Some("instantiate"));
-            failed(format!("cannot instantiate: {}", trap_message(&e)))
+            let output = e.downcast_ref::<GuestOutput>().map(|o| o.0.as_str());
+            failed(format!(
+                "cannot instantiate: {}",
+                trap_message(&e, memory_mib, output)
+            ))
         })?;
         holding.count();
         warm.store.data_mut().cpu.used_ticks = 0;
@@ -232,6 +244,10 @@ impl Plugin {
         let outcome =
             tokio::time::timeout(self.caps.config.call_timeout(), f(store, bindings)).await;
         let elapsed = start.elapsed();
+        let output = warm.store.data().stderr.take();
+        if let Some(text) = &output {
+            self.caps.log.guest_stderr(&self.name, call, text);
+        }
         match outcome {
             Ok(Ok(value)) => {
                 self.metrics.observe(call, elapsed, None);
@@ -243,15 +259,18 @@ impl Plugin {
             }
             Ok(Err(trap)) => {
                 self.metrics.observe(call, elapsed, Some("trap"));
-                let message = trap_message(&trap);
+                let message = trap_message(&trap, memory_mib, output.as_deref());
                 tracing::warn!(plugin = %self.name, call, error = %message, "plugin call failed; its instance is discarded");
                 Err(failed(message))
             }
             Err(_) => {
                 self.metrics.observe(call, elapsed, Some("timeout"));
-                Err(failed(format!(
-                    "did not finish within {} s",
-                    self.caps.config.call_timeout_seconds
+                Err(failed(with_output(
+                    format!(
+                        "did not finish within {} s",
+                        self.caps.config.call_timeout_seconds
+                    ),
+                    output.as_deref(),
                 )))
             }
         }
@@ -468,15 +487,49 @@ impl Drop for Holding<'_> {
     }
 }
 
+/// What the guest wrote to stderr before its instantiation failed.
+#[derive(Debug)]
+struct GuestOutput(String);
+
+impl std::fmt::Display for GuestOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stderr: {}", self.0)
+    }
+}
+
+/// How much of the guest's stderr an error message carries; the log has
+/// the rest.
+const STDERR_IN_ERROR: usize = 1 << 10;
+
+/// `message`, then the end of what the guest wrote to stderr, if anything:
+/// a panic's message or an exception's traceback says why.
+fn with_output(message: String, output: Option<&str>) -> String {
+    let Some(output) = output else {
+        return message;
+    };
+    let output = stderr::for_error(output);
+    let mut cut = output.len().saturating_sub(STDERR_IN_ERROR);
+    while !output.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let more = if cut > 0 { "…" } else { "" };
+    format!("{message}; its stderr: {more}{}", &output[cut..])
+}
+
 /// A trap's message without wasmtime's backtrace noise: what happened, then
-/// the root cause.
-fn trap_message(e: &wasmtime::Error) -> String {
+/// the root cause, then the end of the guest's stderr.
+fn trap_message(e: &wasmtime::Error, memory_mib: u64, output: Option<&str>) -> String {
     if let Some(over) = e.downcast_ref::<OverBudget>() {
-        return over.to_string();
+        return with_output(over.to_string(), output);
     }
     let cause = e.root_cause().to_string();
     let cause = first_line(&cause);
-    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+    let message = if cause.contains("forcing a memory growth failure")
+        || cause.contains("forcing trap when growing memory")
+        || cause.contains("memory minimum size")
+    {
+        format!("grew past its memory limit of {memory_mib} MiB (memoryMib): {cause}")
+    } else if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
         let what = match trap {
             wasmtime::Trap::UnreachableCodeReached => "panicked (wasm `unreachable` trap)",
             wasmtime::Trap::Interrupt => "was interrupted",
@@ -484,12 +537,11 @@ fn trap_message(e: &wasmtime::Error) -> String {
             wasmtime::Trap::StackOverflow => "overflowed its stack",
             _ => "trapped",
         };
-        return format!("{what}: {cause}");
-    }
-    if cause.contains("forcing a memory growth failure") || cause.contains("memory minimum size") {
-        return format!("exceeded its memory limit: {cause}");
-    }
-    cause.to_string()
+        format!("{what}: {cause}")
+    } else {
+        cause.to_string()
+    };
+    with_output(message, output)
 }
 
 fn first_line(s: &str) -> &str {

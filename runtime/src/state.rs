@@ -4,6 +4,7 @@
 use super::budget::{MemoryBudget, Use};
 use super::capabilities::Capabilities;
 use super::http::PluginHttp;
+use super::stderr::GuestStderr;
 use std::sync::Arc;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
@@ -17,13 +18,17 @@ pub struct State {
     table: ResourceTable,
     pub(super) limits: Limits,
     pub(super) cpu: CpuBudget,
+    pub(super) stderr: GuestStderr,
 }
 
 impl State {
     pub fn new(caps: Capabilities, hooks: PluginHttp, cpu_budget_ticks: u64) -> Self {
         // Nothing is inherited: no preopened directories, no environment, no
-        // arguments, stdio discarded, no sockets or name lookups.
+        // arguments, no sockets or name lookups; stdin and stdout are empty,
+        // stderr is kept for the operator.
+        let stderr = GuestStderr::default();
         let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
@@ -40,6 +45,7 @@ impl State {
                 used_ticks: 0,
                 budget_ticks: cpu_budget_ticks,
             },
+            stderr,
         }
     }
 

@@ -80,6 +80,17 @@ impl LogLimiter {
     }
 }
 
+impl LogLimiter {
+    /// What the guest wrote to stderr during a call (a panic's message, a
+    /// traceback), under the same rate as its own lines.
+    pub fn guest_stderr(&self, plugin: &str, call: &str, text: &str) {
+        if let Admit::Write { dropped_before } = self.admit(Instant::now()) {
+            report_dropped(plugin, dropped_before);
+            tracing::warn!(plugin, call, stderr = text, "plugin wrote to stderr");
+        }
+    }
+}
+
 fn report_dropped(plugin: &str, dropped: u64) {
     if dropped > 0 {
         tracing::warn!(
