@@ -27,6 +27,30 @@ pub mod v0_1_1 {
 
 pub use v0_1_1::karpenter::provider::types as wit;
 
+/// As the contract names it, for messages (`Debug` would say
+/// `InstanceState::Running`).
+impl std::fmt::Display for wit::InstanceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            wit::InstanceState::Pending => "pending",
+            wit::InstanceState::Running => "running",
+            wit::InstanceState::Stopping => "stopping",
+            wit::InstanceState::Terminated => "terminated",
+        })
+    }
+}
+
+/// As a Kubernetes condition says it.
+impl std::fmt::Display for wit::ConditionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            wit::ConditionStatus::True => "True",
+            wit::ConditionStatus::False => "False",
+            wit::ConditionStatus::Unknown => "Unknown",
+        })
+    }
+}
+
 /// The contract's operators are the vocabulary's, case for case.
 impl From<wit::Operator> for vocabulary::Operator {
     fn from(op: wit::Operator) -> Self {

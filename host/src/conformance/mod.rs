@@ -83,12 +83,14 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         .map_err(|e| e.to_string());
     catalog::check(&mut report, &types);
 
+    let catalog_failed = types.is_err();
     let types = types.unwrap_or_default();
     let mut round_trip = lifecycle::RoundTrip {
         plugin,
         class: &class,
         node_class_ref: node_class_ref(plugin, &class),
         types: &types,
+        catalog_failed,
         calls: &mut calls,
         delete_timeout: options.delete_timeout,
     };
@@ -144,10 +146,7 @@ fn node_class_ref(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodeClassRef 
 fn ready(status: &wit::NodeClassStatus) -> Result<String, String> {
     match status.conditions.iter().find(|c| c.type_ == "Ready") {
         Some(c) if c.status == wit::ConditionStatus::True => Ok("Ready=True".into()),
-        Some(c) => Err(format!(
-            "Ready is {:?}: {} {}",
-            c.status, c.reason, c.message
-        )),
+        Some(c) => Err(format!("Ready is {}: {} {}", c.status, c.reason, c.message)),
         None => Err("status has no Ready condition".into()),
     }
 }

@@ -11,6 +11,8 @@ pub enum Outcome {
     Pass(String),
     /// Failed; exactly what is wrong.
     Fail(String),
+    /// Not run: it needs what an earlier check, named here, failed to give.
+    Skip(String),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,6 +44,18 @@ impl Report {
         self.checks.push(Check { id, title, outcome });
     }
 
+    /// Records `id` as not run because the check `cause` failed: one root
+    /// cause is reported once, as a failure, not again under each check
+    /// that needed it.
+    pub(crate) fn skip(&mut self, id: &'static str, title: &'static str, cause: &str) {
+        self.checks.push(Check {
+            id,
+            title,
+            outcome: Outcome::Skip(format!("{cause} failed")),
+        });
+    }
+
+    /// Whether nothing failed. A skipped check means an earlier one failed.
     pub fn passed(&self) -> bool {
         self.checks
             .iter()
@@ -73,13 +87,19 @@ impl fmt::Display for Report {
                         writeln!(f, "      {line}")?;
                     }
                 }
+                Outcome::Skip(why) => writeln!(f, "SKIP  {:<20} {} ({why})", c.id, c.title)?,
             }
         }
         let failed = self.failed().len();
+        let skipped = self
+            .checks
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Skip(_)))
+            .count();
         write!(
             f,
-            "conformance: {} passed, {failed} failed",
-            self.checks.len() - failed
+            "conformance: {} passed, {failed} failed, {skipped} skipped",
+            self.checks.len() - failed - skipped
         )
     }
 }

@@ -32,6 +32,7 @@ fn failure<'a>(report: &'a Report, id: &str) -> &'a str {
     match &report.get(id).expect("check ran").outcome {
         Outcome::Fail(why) => why,
         Outcome::Pass(detail) => panic!("{id} passed ({detail}), expected a failure"),
+        Outcome::Skip(why) => panic!("{id} was skipped ({why}), expected a failure"),
     }
 }
 
@@ -98,6 +99,42 @@ async fn garbage_and_a_runaway_loop_fail_the_catalog_and_sandbox_checks() {
     );
 }
 
+/// A catalog that cannot be had is one failure, with the guest's own panic
+/// message; what needed it is skipped, not failed again.
+#[tokio::test]
+async fn a_failing_catalog_is_one_failure_and_what_needs_it_is_skipped() {
+    let report = test("misbehave", &[("MODE", "panic")], None).await;
+    let why = failure(&report, "get-instance-types");
+    assert!(
+        why.contains("panicked") && why.contains("the plugin panicked on purpose"),
+        "{why}"
+    );
+    for id in [
+        "well-known-labels",
+        "offerings",
+        "prices",
+        "allocatable",
+        "requirements",
+        "create",
+        "create-idempotent",
+        "get",
+        "list",
+        "delete",
+    ] {
+        let check = report.get(id).expect("listed");
+        assert!(
+            matches!(&check.outcome, Outcome::Skip(why) if why.ends_with("failed")),
+            "{id}: {:?}",
+            check.outcome
+        );
+    }
+    assert!(!report.passed());
+    let text = report.to_string();
+    assert!(text.contains("SKIP  create "), "{text}");
+    assert!(!text.contains("no available offering"), "{text}");
+    assert!(text.contains(" skipped"), "{text}");
+}
+
 /// The CLI prints a line per check and exits non-zero on a failure.
 #[test]
 fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
@@ -136,4 +173,53 @@ fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// `plugin call` prints the contract's names, as a provider author reads
+/// them in the WIT: `capacity-type`, `operator: in`, not the Rust bindings'.
+#[test]
+fn plugin_call_speaks_the_contracts_names() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "call"])
+        .arg(common::plugin_path("kwok"))
+        .arg("get-instance-types")
+        .output()
+        .expect("karpenter runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let types: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let first = &types[0];
+    assert!(
+        first["offerings"][0]["capacity-type"].is_string(),
+        "{first}"
+    );
+    assert_eq!(first["requirements"][0]["operator"], "in", "{first}");
+    assert!(
+        !stdout.contains("_\":") && !stdout.contains("\"In\""),
+        "{stdout}"
+    );
+}
+
+/// `karpenter ... | head`: the reader going away ends the command quietly,
+/// with no panic on stderr.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "call"])
+        .arg(common::plugin_path("kwok"))
+        .arg("get-instance-types")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("karpenter runs");
+    // Its JSON is larger than a pipe holds: it meets the closed end.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("it ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
