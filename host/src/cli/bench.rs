@@ -61,9 +61,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         } => {
             let r = bench::scheduling::run(pods, instance_types, runs);
             if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?);
             } else {
-                println!(
+                outln!(
                     "pods {}  instance types {}  nodes launched {}  unschedulable {}  total ${:.2}/h  {:.4} s  {:.0} pods/s  peak RSS {}",
                     r.pods,
                     r.instance_types,
@@ -87,7 +87,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         } => {
             let r = bench::disruption::run(nodes, pods.unwrap_or(nodes * 10), runs);
             if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?);
                 return Ok(ExitCode::SUCCESS);
             }
             let found = match (r.method, r.decision) {
@@ -101,7 +101,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 ),
                 _ => "no command".into(),
             };
-            println!(
+            outln!(
                 "nodes {}  pods {}  {:.4} s  {found}; kept: {} blocked, {} unconsolidatable, {} waiting  peak RSS {}",
                 r.nodes,
                 r.pods,
@@ -128,44 +128,50 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             })
             .await?;
             if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
                 return Ok(ExitCode::SUCCESS);
             }
             for (name, size) in &report.sizes {
-                println!(
+                outln!(
                     "plugin size {name:<24} {size:>9} bytes ({:.0} KiB)",
                     *size as f64 / 1024.0
                 );
             }
             match &report.runtime {
                 Some(r) => {
-                    println!("first load (compile)             {:>9.2} ms", r.compile_ms);
-                    println!(
+                    outln!("first load (compile)             {:>9.2} ms", r.compile_ms);
+                    outln!(
                         "load from precompiled cache      {:>9.2} ms",
                         r.load_precompiled_ms
                     );
-                    println!(
+                    outln!(
                         "trivial call (warm instance)     {:>9.2} us",
                         r.trivial_call_us
                     );
-                    println!(
+                    outln!(
                         "get-instance-types ({} types)   {:>9.1} us",
-                        r.instance_types, r.get_instance_types_us
+                        r.instance_types,
+                        r.get_instance_types_us
                     );
-                    println!(
+                    outln!(
                         "{} concurrent creates, {:.1} s HTTP each: {:.2} s in total",
-                        r.concurrent_creates, r.create_http_wait_s, r.concurrent_creates_total_s
+                        r.concurrent_creates,
+                        r.create_http_wait_s,
+                        r.concurrent_creates_total_s
                     );
                 }
-                None => println!(
+                None => outln!(
                     "no kwok.wasm in {}: load, call and concurrent-create figures need it (`make plugins`)",
                     plugins_dir.display()
                 ),
             }
             for f in &report.get_instance_types_by_plugin {
-                println!(
+                outln!(
                     "get-instance-types {:<10} ({} types, default NodeClass): cold {:.1} us, warm {:.1} us",
-                    f.plugin, f.instance_types, f.cold_us, f.warm_us
+                    f.plugin,
+                    f.instance_types,
+                    f.cold_us,
+                    f.warm_us
                 );
             }
             Ok(ExitCode::SUCCESS)

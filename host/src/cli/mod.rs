@@ -2,6 +2,17 @@
 //! wire library code; decisions live in `engine`, effects in the modules they
 //! call.
 
+/// `println!` for a command's output: a closed pipe (`| head`) ends the
+/// command quietly instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::cli::print("")
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::print(&format!($($arg)*))
+    };
+}
+
 pub mod bench;
 pub mod config;
 pub mod controller;
@@ -11,6 +22,7 @@ pub mod plugin;
 pub mod plugin_test;
 pub mod providers;
 pub mod simulate;
+mod wit_json;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -91,12 +103,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Writes a command's output to stdout; a closed pipe (`| head`) ends it
-/// quietly instead of panicking.
+/// Writes a line of a command's output to stdout; a closed pipe (`| head`)
+/// ends the process quietly, as the reader has all it wanted.
 pub fn print(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = out
+    match out
         .write_all(text.as_bytes())
-        .and_then(|()| out.write_all(b"\n"));
+        .and_then(|()| out.write_all(b"\n"))
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        _ => {}
+    }
 }

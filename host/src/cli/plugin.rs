@@ -129,21 +129,21 @@ async fn inspect_cmd(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
         "imports": imports,
     });
     if output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("name:          {}", plugin.metadata.name);
-    println!(
+    outln!("name:          {}", plugin.metadata.name);
+    outln!(
         "contract:      karpenter:provider@{}",
         plugin.contract_version
     );
-    println!(
+    outln!(
         "size:          {} bytes ({:.0} KiB)",
         plugin.size,
         plugin.size as f64 / 1024.0
     );
-    println!("sha256:        {}", plugin.sha256);
-    println!(
+    outln!("sha256:        {}", plugin.sha256);
+    outln!(
         "provider IDs:  {}",
         plugin
             .metadata
@@ -154,26 +154,29 @@ async fn inspect_cmd(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
             .join(", ")
     );
     for k in &plugin.metadata.node_classes {
-        println!(
+        outln!(
             "node class:    {}/{} {} ({})",
-            k.group, k.version, k.kind, k.plural
+            k.group,
+            k.version,
+            k.kind,
+            k.plural
         );
     }
-    println!("capabilities:");
+    outln!("capabilities:");
     for name in imports
         .iter()
         .filter(|n| n.starts_with("karpenter:") || n.starts_with("wasi:http/"))
     {
-        println!("  {name}");
+        outln!("  {name}");
     }
     let wasi: Vec<&String> = imports
         .iter()
         .filter(|n| n.starts_with("wasi:") && !n.starts_with("wasi:http/"))
         .collect();
     if !wasi.is_empty() {
-        println!("wasi (sandboxed: no files, environment or sockets):");
+        outln!("wasi (sandboxed: no files, environment or sockets):");
         for name in wasi {
-            println!("  {name}");
+            outln!("  {name}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -208,7 +211,9 @@ async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
         Function::ListInstances => serde_json::to_value(plugin.list().await?)?,
         Function::RepairPolicies => serde_json::to_value(plugin.repair_policies().await?)?,
     };
-    super::print(&serde_json::to_string_pretty(&value)?);
+    super::print(&serde_json::to_string_pretty(
+        &super::wit_json::to_wit_names(value),
+    )?);
     Ok(ExitCode::SUCCESS)
 }
 
