@@ -779,3 +779,22 @@ fn a_pool_requirement_on_a_label_a_type_lacks_excludes_that_type() {
     assert!(plan.new_node_claims.is_empty(), "{plan:#?}");
     assert_eq!(plan.unschedulable.len(), 1);
 }
+
+#[test]
+fn a_pod_held_back_by_unavailable_offerings_is_told_so_not_that_nothing_is_large_enough() {
+    let d2 = d_series().remove(0);
+    let d4 = with_offerings(
+        d_series().remove(1),
+        vec![offering("zone-1", "on-demand", 0.192, false)],
+    );
+    let plan = schedule(&snapshot(
+        vec![pool("default", vec![d2, d4])],
+        vec![pod("big", 3000, 0)],
+    ));
+    let why = reason_of(&plan, "big");
+    assert!(
+        why.contains("the instance types that fit (Standard_D4s_v5) have no available offering"),
+        "{why}"
+    );
+    assert!(!why.contains("enough cpu"), "{why}");
+}

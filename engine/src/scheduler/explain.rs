@@ -103,12 +103,45 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
             offered.set(t);
         }
     }
-    if offered.is_empty() {
-        return "no available offering (zone, capacity type) for the instance types that meet the requirements".to_string();
-    }
     // Resources, each on its own, then together.
     let mut need = pc.daemon_overhead.clone();
     add(&mut need, &class.requests);
+    // Types that would take the pod but for offerings out of capacity or
+    // quota: when there are any, that is the reason, not their size.
+    // (The pool's type mask leaves out types with nothing available.)
+    let mut held_back = Bits::empty(pc.types.len());
+    for t in 0..pc.types.len() {
+        if pc.type_matches(t, &merged, strings)
+            && !pc.has_offering(t, &merged, strings)
+            && pc.has_unavailable_offering(t, &merged, strings)
+        {
+            held_back.set(t);
+        }
+    }
+    pc.fit_mask(&need, &mut held_back);
+    let unavailable = || {
+        let names: Vec<&str> = held_back
+            .ones()
+            .take(3)
+            .map(|t| pc.types[t].name.as_str())
+            .collect();
+        let more = held_back.count() - names.len();
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "the instance types that fit ({}{tail}) have no available offering (zone, capacity type) that meets the requirements: the provider reports them unavailable (out of capacity or quota)",
+            names.join(", ")
+        )
+    };
+    if offered.is_empty() {
+        if !held_back.is_empty() {
+            return unavailable();
+        }
+        return "no available offering (zone, capacity type) for the instance types that meet the requirements".to_string();
+    }
     let mut short = Vec::new();
     for (r, &amount) in need.iter().enumerate() {
         if amount <= 0 {
@@ -125,10 +158,16 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
         }
     }
     if !short.is_empty() {
+        if !held_back.is_empty() {
+            return unavailable();
+        }
         return short.join(", ");
     }
     let mut fit = offered.clone();
     pc.fit_mask(&need, &mut fit);
+    if fit.is_empty() && !held_back.is_empty() {
+        return unavailable();
+    }
     if fit.is_empty() {
         let wanted: Vec<String> = need
             .iter()

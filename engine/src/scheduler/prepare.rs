@@ -1013,6 +1013,20 @@ impl PoolC {
             .any(|o| o.available && offering_fits(o, reqs, strings))
     }
 
+    /// Whether `t` has an offering for `reqs` that is not available now (out
+    /// of capacity, over quota): what an explanation names.
+    pub(crate) fn has_unavailable_offering(
+        &self,
+        t: usize,
+        reqs: &Reqs,
+        strings: &Interner,
+    ) -> bool {
+        self.types[t]
+            .offerings
+            .iter()
+            .any(|o| !o.available && offering_fits(o, reqs, strings))
+    }
+
     /// The first pod requirement key this pool cannot satisfy, if any.
     pub(crate) fn incompatible_key(&self, pod: &Reqs, strings: &Interner) -> Option<u32> {
         pod.entries().iter().find_map(|(k, ps)| {
