@@ -232,8 +232,8 @@ impl Calls {
 fn is_limit(message: &str) -> bool {
     [
         "exceeded its CPU budget",
-        "exceeded its memory limit",
-        "memory minimum size",
+        "grew past its memory limit",
+        "over its memory budget",
         "did not finish within",
     ]
     .iter()

@@ -9,6 +9,19 @@ use karpenter_runtime::PluginConfig;
 use std::collections::BTreeMap;
 
 async fn test(plugin: &str, settings: &[(&str, &str)], cpu_ms: Option<u64>) -> Report {
+    test_with(plugin, settings, |c| {
+        if let Some(ms) = cpu_ms {
+            c.cpu_ms = ms;
+        }
+    })
+    .await
+}
+
+async fn test_with(
+    plugin: &str,
+    settings: &[(&str, &str)],
+    tune: impl FnOnce(&mut PluginConfig),
+) -> Report {
     let mut config = PluginConfig {
         settings: settings
             .iter()
@@ -16,9 +29,7 @@ async fn test(plugin: &str, settings: &[(&str, &str)], cpu_ms: Option<u64>) -> R
             .collect::<BTreeMap<_, _>>(),
         ..PluginConfig::default()
     };
-    if let Some(ms) = cpu_ms {
-        config.cpu_ms = ms;
-    }
+    tune(&mut config);
     let plugin = common::runtime()
         .load(plugin, &common::plugin_wasm(plugin), config)
         .await
@@ -96,6 +107,21 @@ async fn garbage_and_a_runaway_loop_fail_the_catalog_and_sandbox_checks() {
     assert!(
         failure(&report, "unsatisfiable-create").contains("not implemented"),
         "{report}"
+    );
+}
+
+/// A call stopped at the memory limit is the sandbox's verdict, not a typed
+/// error the plugin forgot.
+#[tokio::test]
+async fn a_call_past_the_memory_limit_fails_sandbox_limits() {
+    let report = test_with("misbehave", &[("MODE", "alloc")], |c| c.memory_mib = 64).await;
+    assert!(
+        failure(&report, "sandbox-limits").contains("grew past its memory limit of 64 MiB"),
+        "{report}"
+    );
+    assert!(
+        !report.failed().contains(&"typed-errors"),
+        "the limit is not counted twice: {report}"
     );
 }
 
