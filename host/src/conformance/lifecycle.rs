@@ -128,7 +128,7 @@ impl RoundTrip<'_> {
             GET,
             match got {
                 Ok(i) if i.provider_id == first.provider_id && i.node_claim == claim.name => {
-                    Ok(format!("{} state {}", i.provider_id, i.state))
+                    same_launch(&i, &first).map(|()| format!("{} state {}", i.provider_id, i.state))
                 }
                 Ok(i) => Err(format!(
                     "get({}) returned {} for NodeClaim {:?}",
@@ -341,6 +341,8 @@ fn matches_choice(
             i.capacity_type, choice.capacity_type
         ));
     }
+    wrong.extend(node_labels(i));
+    wrong.extend(allocatable_within_capacity(i));
     if wrong.is_empty() {
         Ok(format!(
             "{} ({} in {}, {})",
@@ -352,6 +354,58 @@ fn matches_choice(
             i.provider_id,
             wrong.join(", ")
         ))
+    }
+}
+
+/// The labels the Node will carry name its instance type and zone, as the
+/// instance does.
+fn node_labels(i: &wit::Instance) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (key, want) in [(INSTANCE_TYPE, &i.instance_type), (ZONE, &i.zone)] {
+        match i.labels.iter().find(|(k, _)| k == key) {
+            Some((_, v)) if v == want => {}
+            Some((_, v)) => wrong.push(format!("label {key}={v}, but the instance says {want}")),
+            None => wrong.push(format!("no label {key} among its labels")),
+        }
+    }
+    wrong
+}
+
+/// Allocatable is what is left of capacity: never more of anything.
+fn allocatable_within_capacity(i: &wit::Instance) -> Vec<String> {
+    use engine::quantity::parse_resource;
+    let mut wrong = Vec::new();
+    for (name, amount) in &i.allocatable {
+        let Some((_, cap)) = i.capacity.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        match (parse_resource(name, amount), parse_resource(name, cap)) {
+            (Ok(a), Ok(c)) if a > c => wrong.push(format!(
+                "allocatable {name} {amount} is above its capacity {cap}"
+            )),
+            (Ok(_), Ok(_)) => {}
+            _ => wrong.push(format!("{name}: {amount} or {cap} is not a quantity")),
+        }
+    }
+    wrong
+}
+
+/// `get` answers with what `create` launched.
+fn same_launch(got: &wit::Instance, created: &wit::Instance) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    for (what, g, c) in [
+        ("instance type", &got.instance_type, &created.instance_type),
+        ("zone", &got.zone, &created.zone),
+        ("capacity type", &got.capacity_type, &created.capacity_type),
+    ] {
+        if g != c {
+            wrong.push(format!("{what} {g:?}, but create launched {c:?}"));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("get({}): {}", got.provider_id, wrong.join(", ")))
     }
 }
 

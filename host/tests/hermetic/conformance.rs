@@ -110,6 +110,35 @@ async fn garbage_and_a_runaway_loop_fail_the_catalog_and_sandbox_checks() {
     );
 }
 
+/// What an instance says of itself must hold together: get answers with
+/// what create launched, its Node's labels name its type and zone, and
+/// allocatable never exceeds capacity.
+#[tokio::test]
+async fn an_instance_that_contradicts_itself_fails_the_check_that_saw_it() {
+    for (mode, check, says) in [
+        (
+            "wrong-type-on-get",
+            "get",
+            "instance type \"large\", but create launched \"small\"",
+        ),
+        (
+            "no-labels",
+            "create",
+            "no label node.kubernetes.io/instance-type among its labels",
+        ),
+        (
+            "allocatable-above-capacity",
+            "create",
+            "allocatable memory 40Gi is above its capacity 4Gi",
+        ),
+    ] {
+        let report = test("broken", &[("MODE", mode)], None).await;
+        assert_eq!(report.failed(), [check], "{mode}: {report}");
+        let why = failure(&report, check);
+        assert!(why.contains(says), "{mode}: {why}");
+    }
+}
+
 /// A call stopped at the memory limit is the sandbox's verdict, not a typed
 /// error the plugin forgot.
 #[tokio::test]

@@ -6,7 +6,12 @@
 //! - `missing-label`: the type `large` does not define kubernetes.io/os;
 //! - `negative-price`: the spot offering of `small` in zone-b costs -0.01 $/h;
 //! - `not-idempotent`: every create launches a new instance, even for a
-//!   NodeClaim that already has one.
+//!   NodeClaim that already has one;
+//! - `wrong-type-on-get`: get answers with another instance type than was
+//!   launched;
+//! - `no-labels`: instances carry no labels;
+//! - `allocatable-above-capacity`: an instance's allocatable memory is ten
+//!   times its capacity.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use karpenter_plugin_sdk::prelude::*;
@@ -99,7 +104,11 @@ impl Guest for Broken {
     }
 
     fn get(id: String) -> Result<Instance, Error> {
-        load(&id).ok_or_else(|| not_found(format!("{id} does not exist")))
+        let mut i = load(&id).ok_or_else(|| not_found(format!("{id} does not exist")))?;
+        if mode() == "wrong-type-on-get" {
+            i.instance_type = "large".into();
+        }
+        Ok(i)
     }
 
     fn list_instances() -> Result<Vec<Instance>, Error> {
@@ -119,6 +128,22 @@ impl Guest for Broken {
 }
 
 fn load(id: &str) -> Option<Instance> {
+    let mut i = stored(id)?;
+    match mode().as_str() {
+        "no-labels" => i.labels.clear(),
+        "allocatable-above-capacity" => {
+            for (name, amount) in &mut i.allocatable {
+                if name == "memory" {
+                    *amount = amount.replace("Gi", "0Gi");
+                }
+            }
+        }
+        _ => {}
+    }
+    Some(i)
+}
+
+fn stored(id: &str) -> Option<Instance> {
     let bytes = cache::get(&format!("instance/{id}"))?;
     let v: Value = serde_json::from_slice(&bytes).ok()?;
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
