@@ -206,6 +206,12 @@ impl Registry {
                 Ok(None) => {}
                 Ok(Some(loaded)) => {
                     tracing::info!(plugin = %name, sha256 = %loaded.plugin.sha256, version = %loaded.plugin.contract_version, "plugin loaded");
+                    let provider = &loaded.plugin.metadata.name;
+                    if provider != name {
+                        // Allowed (two configurations of one provider), but
+                        // a copy under the wrong name is the common cause.
+                        tracing::warn!(plugin = %name, provider = %provider, "the plugin's file is named {name}, but it calls itself {provider}: it is served, and its metrics and logs are labelled, as {name}");
+                    }
                     let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
                     state.plugins.insert(name.clone(), loaded);
                     state.failures.remove(name);
