@@ -10,7 +10,7 @@ WASM_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
 CHART_PLUGINS := azure nebius
 CHART_DIR := charts/karpenter
 
-.PHONY: plugins test-plugins js-plugins all test chart-crds
+.PHONY: plugins test-plugins js-plugins py-plugins all test chart-crds
 
 plugins:
 	$(CARGO) build --target wasm32-wasip2 --profile plugin $(foreach p,$(PLUGINS),-p karpenter-plugin-$(p))
@@ -27,6 +27,9 @@ test-plugins:
 # cached under ~/.cache/karpenter-wasm.
 js-plugins:
 	examples/plugins/static-inventory/build
+
+py-plugins:
+	examples/plugins/inventory/build
 
 all: plugins test-plugins
 	$(CARGO) build --release -p karpenter-host

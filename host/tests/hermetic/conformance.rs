@@ -278,3 +278,53 @@ fn a_closed_pipe_ends_a_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// The Python example (examples/plugins/inventory, `make py-plugins`)
+/// passes the kit with its example configuration.
+#[test]
+fn the_python_provider_passes_the_kit() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "test"])
+        .arg(common::plugin_path("inventory"))
+        .arg("--config")
+        .arg(root.join("examples/plugins/inventory/inventory.yaml"))
+        .output()
+        .expect("karpenter runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" 0 failed, 0 skipped"), "{stdout}");
+    assert!(stdout.contains("PASS  create-idempotent"), "{stdout}");
+}
+
+/// An exception the Python provider does not catch reaches the error with
+/// its traceback's last line, not only as a trap.
+#[test]
+fn a_python_exception_is_named_in_the_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("inventory.yaml");
+    std::fs::write(
+        &config,
+        r#"settings: {MACHINES: '[{"name": "m", "type": "t", "zone": "z", "cpu": "1", "memory": "1Gi", "price": "cheap"}]'}"#,
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "call"])
+        .arg(common::plugin_path("inventory"))
+        .arg("get-instance-types")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("karpenter runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ValueError: could not convert string to float: 'cheap'"),
+        "{stderr}"
+    );
+}
