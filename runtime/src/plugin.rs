@@ -25,12 +25,13 @@ use wasmtime::{Store, UpdateDeadline};
 
 /// Warm instances kept per plugin; beyond this, finished ones are dropped.
 const MAX_WARM: usize = 8;
-/// An instance whose linear memory grew past this (a large list, say) is
-/// dropped after its call rather than kept warm: memories never shrink.
-/// Just above what a plugin built with Rust's defaults starts with (a 1 MiB
-/// stack and its data), so an instance that listed a large cluster is not
-/// kept with that memory resident.
-const MAX_WARM_MEMORY: usize = 2 << 20;
+/// An instance whose linear memory grew by more than this since it was
+/// made (a large list, say) is dropped after its call rather than kept
+/// warm: memories never shrink, so an instance that listed a large cluster
+/// is not kept with that memory resident. Measured from the instance's own
+/// start, as a JavaScript or Python runtime starts with tens of MiB and a
+/// new instance of one costs a millisecond or more.
+const MAX_WARM_GROWTH: usize = 2 << 20;
 
 /// Why a call failed. `Provider` is the plugin's own typed answer; the others
 /// mean the plugin misbehaved or could not run.
@@ -77,6 +78,8 @@ pub fn describe(e: &wit::Error) -> String {
 struct Warm {
     store: Store<State>,
     bindings: ProviderPlugin,
+    /// Its linear memory once instantiated.
+    started_with: usize,
 }
 
 pub struct Plugin {
@@ -199,7 +202,14 @@ impl Plugin {
         store.set_epoch_deadline(1);
         let output = store.data().stderr.clone();
         match self.pre.instantiate_async(&mut store).await {
-            Ok(bindings) => Ok(Warm { store, bindings }),
+            Ok(bindings) => {
+                let started_with = store.data().memory_bytes();
+                Ok(Warm {
+                    store,
+                    bindings,
+                    started_with,
+                })
+            }
             Err(e) => Err(match output.take() {
                 Some(text) => e.context(GuestOutput(text)),
                 None => e,
@@ -240,7 +250,9 @@ impl Plugin {
         holding.count();
         warm.store.data_mut().cpu.used_ticks = 0;
         warm.store.set_epoch_deadline(1);
-        let Warm { store, bindings } = &mut warm;
+        let Warm {
+            store, bindings, ..
+        } = &mut warm;
         let outcome =
             tokio::time::timeout(self.caps.config.call_timeout(), f(store, bindings)).await;
         let elapsed = start.elapsed();
@@ -252,7 +264,12 @@ impl Plugin {
             Ok(Ok(value)) => {
                 self.metrics.observe(call, elapsed, None);
                 let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
-                if pool.len() < MAX_WARM && warm.store.data().memory_bytes() <= MAX_WARM_MEMORY {
+                let grown = warm
+                    .store
+                    .data()
+                    .memory_bytes()
+                    .saturating_sub(warm.started_with);
+                if pool.len() < MAX_WARM && grown <= MAX_WARM_GROWTH {
                     pool.push(warm);
                 }
                 Ok(value)

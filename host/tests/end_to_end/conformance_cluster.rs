@@ -161,13 +161,13 @@ async fn pods_run_on_nodes_of_the_javascript_provider() {
     drop(controller);
 }
 
-/// The figures of the JavaScript component next to the Rust kwok plugin, in
-/// one run: size, first load (compile), load from the precompiled cache, and
-/// a trivial call's latency.
+/// The figures of the JavaScript and Python components next to the Rust
+/// kwok plugin, in one run: size, first load (compile), load from the
+/// precompiled cache, and a trivial call's latency.
 #[tokio::test]
-#[ignore = "needs `make plugins js-plugins`; prints figures"]
+#[ignore = "needs `make plugins js-plugins py-plugins`; prints figures"]
 async fn figures_of_the_javascript_component_next_to_rust() {
-    for name in ["kwok", "static-inventory"] {
+    for name in ["kwok", "static-inventory", "inventory"] {
         let wasm = std::fs::read(plugin_path(name)).expect("built");
         let cache = tempfile::tempdir().expect("tmp");
         let runtime = || {
