@@ -27,7 +27,7 @@ pub mod validate;
 pub use bindings::wit;
 pub use compile::{Compiler, compile_stdin_to_stdout};
 pub use config::PluginConfig;
-pub use plugin::{CallError, Plugin};
+pub use plugin::{CallError, InvalidMetadata, Plugin};
 pub use registry::{Registry, ReloadReport};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use source::SourceRoots;

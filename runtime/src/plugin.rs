@@ -51,6 +51,12 @@ pub enum CallError {
     },
 }
 
+/// A plugin whose `metadata` breaks the contract: it is not loaded. The
+/// conformance kit reports it as its `metadata` check's failure.
+#[derive(Debug, thiserror::Error)]
+#[error("metadata: {0}")]
+pub struct InvalidMetadata(pub String);
+
 impl CallError {
     /// The provider's typed error, if that is what this is.
     pub fn provider_error(&self) -> Option<&wit::Error> {
@@ -144,7 +150,7 @@ impl Plugin {
                 b.karpenter_provider_provider().call_metadata(s).await
             })
             .await?;
-        validate::metadata(&metadata)?;
+        validate::metadata(&metadata).map_err(|e| InvalidMetadata(format!("{e:#}")))?;
         plugin.metadata = metadata;
         Ok(plugin)
     }

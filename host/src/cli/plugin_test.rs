@@ -79,7 +79,24 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         tokens: tokens::from_environment(&[])?,
         ..RuntimeOptions::default()
     })?;
-    let plugin = runtime.load(&name, &wasm, config).await?;
+    let report_of = |report: &conformance::Report| -> anyhow::Result<ExitCode> {
+        match args.output {
+            super::Output::Json => super::print(&serde_json::to_string_pretty(report)?),
+            super::Output::Table => super::print(&report.to_string()),
+        }
+        Ok(if report.passed() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    };
+    let plugin = match runtime.load(&name, &wasm, config).await {
+        Ok(plugin) => plugin,
+        Err(e) => match e.downcast_ref::<karpenter_runtime::InvalidMetadata>() {
+            Some(invalid) => return report_of(&conformance::unloadable(&invalid.0)),
+            None => return Err(e),
+        },
+    };
     let options = conformance::Options {
         node_class: match &args.node_class {
             Some(p) => Some(super::plugin::read_object(p)?),
@@ -87,16 +104,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         },
         delete_timeout: Duration::from_secs(args.delete_timeout_seconds),
     };
-    let report = conformance::run(&plugin, &options).await;
-    match args.output {
-        super::Output::Json => super::print(&serde_json::to_string_pretty(&report)?),
-        super::Output::Table => super::print(&report.to_string()),
-    }
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    report_of(&conformance::run(&plugin, &options).await)
 }
 
 fn read_config(file: &Path, config: Option<&Path>) -> anyhow::Result<PluginConfig> {

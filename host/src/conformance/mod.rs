@@ -36,6 +36,17 @@ impl Default for Options {
     }
 }
 
+/// The report of a plugin that did not load because its metadata breaks
+/// the contract: that is the `metadata` check's failure, and nothing else
+/// can run.
+pub fn unloadable(why: &str) -> Report {
+    let mut report = Report::default();
+    report.push("metadata", METADATA, Err(why.to_string()));
+    report
+}
+
+const METADATA: &str = "metadata is well formed";
+
 /// Runs every check against the plugin, in order; later checks that need an
 /// earlier one's result fail with the reason it could not be had.
 pub async fn run(plugin: &Plugin, options: &Options) -> Report {
@@ -43,7 +54,7 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
     let mut report = Report::default();
     report.push(
         "metadata",
-        "metadata is well formed",
+        METADATA,
         karpenter_runtime::validate::metadata(&plugin.metadata)
             .map(|()| format!("{} ({})", plugin.metadata.name, plugin.contract_version))
             .map_err(|e| format!("{e:#}")),

@@ -328,3 +328,32 @@ fn a_python_exception_is_named_in_the_error() {
         "{stderr}"
     );
 }
+
+/// A plugin whose metadata breaks the contract does not load; the kit says
+/// so as its `metadata` check's failure, not as an abort.
+#[test]
+fn metadata_that_breaks_the_contract_is_a_failed_check() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("broken.yaml");
+    std::fs::write(&config, "settings: {MODE: bad-metadata}\n").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", "test"])
+        .arg(common::plugin_path("broken"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("karpenter runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("FAIL  metadata")
+            && stdout.contains("provider name \"Broken_Provider\" is not a lower-case DNS label"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
+}

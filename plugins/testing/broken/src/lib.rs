@@ -11,7 +11,8 @@
 //!   launched;
 //! - `no-labels`: instances carry no labels;
 //! - `allocatable-above-capacity`: an instance's allocatable memory is ten
-//!   times its capacity.
+//!   times its capacity;
+//! - `bad-metadata`: its name is not a DNS label, so it does not load.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use karpenter_plugin_sdk::prelude::*;
@@ -29,7 +30,11 @@ fn mode() -> String {
 impl Guest for Broken {
     fn metadata() -> ProviderMetadata {
         ProviderMetadata {
-            name: "broken".into(),
+            name: if mode() == "bad-metadata" {
+                "Broken_Provider".into()
+            } else {
+                "broken".into()
+            },
             provider_id_schemes: vec![SCHEME.into()],
             node_classes: vec![NodeClassKind {
                 group: "test.karpenter.sh".into(),
