@@ -39,6 +39,15 @@ async fn test_with(
     report
 }
 
+/// `karpenter plugin <command> <args>...`, run to its end.
+fn plugin_cli(command: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["plugin", command])
+        .args(args)
+        .output()
+        .expect("karpenter runs")
+}
+
 fn failure<'a>(report: &'a Report, id: &str) -> &'a str {
     match &report.get(id).expect("check ran").outcome {
         Outcome::Fail(why) => why,
@@ -197,13 +206,10 @@ fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
     let config = dir.path().join("broken.yaml");
     std::fs::write(&config, "settings: {MODE: negative-price}\n").expect("write");
     let wasm = common::plugin_path("broken");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "test"])
-        .arg(&wasm)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .expect("karpenter runs");
+    let out = plugin_cli(
+        "test",
+        &[wasm.as_ref(), "--config".as_ref(), config.as_ref()],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("PASS  well-known-labels"), "{stdout}");
@@ -216,13 +222,10 @@ fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
     assert!(stdout.contains("passed, 1 failed"), "{stdout}");
 
     std::fs::write(&config, "settings: {}\n").expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "test"])
-        .arg(&wasm)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .expect("karpenter runs");
+    let out = plugin_cli(
+        "test",
+        &[wasm.as_ref(), "--config".as_ref(), config.as_ref()],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -234,12 +237,13 @@ fn the_cli_prints_each_check_and_exits_non_zero_on_a_failure() {
 /// them in the WIT: `capacity-type`, `operator: in`, not the Rust bindings'.
 #[test]
 fn plugin_call_speaks_the_contracts_names() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "call"])
-        .arg(common::plugin_path("kwok"))
-        .arg("get-instance-types")
-        .output()
-        .expect("karpenter runs");
+    let out = plugin_cli(
+        "call",
+        &[
+            common::plugin_path("kwok").as_ref(),
+            "get-instance-types".as_ref(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -284,13 +288,15 @@ fn a_closed_pipe_ends_a_command_quietly() {
 #[test]
 fn the_python_provider_passes_the_kit() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "test"])
-        .arg(common::plugin_path("inventory"))
-        .arg("--config")
-        .arg(root.join("examples/plugins/inventory/inventory.yaml"))
-        .output()
-        .expect("karpenter runs");
+    let out = plugin_cli(
+        "test",
+        &[
+            common::plugin_path("inventory").as_ref(),
+            "--config".as_ref(),
+            root.join("examples/plugins/inventory/inventory.yaml")
+                .as_ref(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -313,14 +319,15 @@ fn a_python_exception_is_named_in_the_error() {
         r#"settings: {MACHINES: '[{"name": "m", "type": "t", "zone": "z", "cpu": "1", "memory": "1Gi", "price": "cheap"}]'}"#,
     )
     .expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "call"])
-        .arg(common::plugin_path("inventory"))
-        .arg("get-instance-types")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .expect("karpenter runs");
+    let out = plugin_cli(
+        "call",
+        &[
+            common::plugin_path("inventory").as_ref(),
+            "get-instance-types".as_ref(),
+            "--config".as_ref(),
+            config.as_ref(),
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -336,13 +343,14 @@ fn metadata_that_breaks_the_contract_is_a_failed_check() {
     let dir = tempfile::tempdir().expect("tmp");
     let config = dir.path().join("broken.yaml");
     std::fs::write(&config, "settings: {MODE: bad-metadata}\n").expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(["plugin", "test"])
-        .arg(common::plugin_path("broken"))
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .expect("karpenter runs");
+    let out = plugin_cli(
+        "test",
+        &[
+            common::plugin_path("broken").as_ref(),
+            "--config".as_ref(),
+            config.as_ref(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
