@@ -2,10 +2,12 @@
 //! so it may recompute freely.
 
 use crate::bitset::Bits;
+use crate::intern::Interner;
+use crate::requirements::Reqs;
 use crate::resources::{add, format_amount};
 use crate::taints::{describe, first_untolerated};
 
-use super::prepare::GroupKind;
+use super::prepare::{GroupKind, PoolC};
 use super::state::{State, names_a_host};
 
 pub(crate) fn explain(st: &mut State, cls: u32) -> String {
@@ -106,40 +108,14 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
     // Resources, each on its own, then together.
     let mut need = pc.daemon_overhead.clone();
     add(&mut need, &class.requests);
-    // Types that would take the pod but for offerings out of capacity or
-    // quota: when there are any, that is the reason, not their size.
-    // (The pool's type mask leaves out types with nothing available.)
-    let mut held_back = Bits::empty(pc.types.len());
-    for t in 0..pc.types.len() {
-        if pc.type_matches(t, &merged, strings)
-            && !pc.has_offering(t, &merged, strings)
-            && pc.has_unavailable_offering(t, &merged, strings)
-        {
-            held_back.set(t);
-        }
+    let mut fit = offered.clone();
+    pc.fit_mask(&need, &mut fit);
+    if fit.is_empty()
+        && let Some(why) = held_back_by_unavailable_offerings(pc, &merged, &need, strings)
+    {
+        return why;
     }
-    pc.fit_mask(&need, &mut held_back);
-    let unavailable = || {
-        let names: Vec<&str> = held_back
-            .ones()
-            .take(3)
-            .map(|t| pc.types[t].name.as_str())
-            .collect();
-        let more = held_back.count() - names.len();
-        let tail = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        format!(
-            "the instance types that fit ({}{tail}) have no available offering (zone, capacity type) that meets the requirements: the provider reports them unavailable (out of capacity or quota)",
-            names.join(", ")
-        )
-    };
     if offered.is_empty() {
-        if !held_back.is_empty() {
-            return unavailable();
-        }
         return "no available offering (zone, capacity type) for the instance types that meet the requirements".to_string();
     }
     let mut short = Vec::new();
@@ -158,15 +134,7 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
         }
     }
     if !short.is_empty() {
-        if !held_back.is_empty() {
-            return unavailable();
-        }
         return short.join(", ");
-    }
-    let mut fit = offered.clone();
-    pc.fit_mask(&need, &mut fit);
-    if fit.is_empty() && !held_back.is_empty() {
-        return unavailable();
     }
     if fit.is_empty() {
         let wanted: Vec<String> = need
@@ -222,4 +190,44 @@ fn pool_reason(st: &mut State, cls: u32, pool: usize) -> String {
     } else {
         "minValues cannot be met".to_string()
     }
+}
+
+/// When no type with an available offering takes the pod but types whose
+/// offerings are out of capacity or quota would, that is the reason, not
+/// their size. (The pool's type mask leaves out types with nothing
+/// available, so every type is looked at.)
+fn held_back_by_unavailable_offerings(
+    pc: &PoolC,
+    reqs: &Reqs,
+    need: &[i64],
+    strings: &Interner,
+) -> Option<String> {
+    let mut held_back = Bits::empty(pc.types.len());
+    for t in 0..pc.types.len() {
+        if pc.type_matches(t, reqs, strings)
+            && !pc.has_offering(t, reqs, strings)
+            && pc.has_unavailable_offering(t, reqs, strings)
+        {
+            held_back.set(t);
+        }
+    }
+    pc.fit_mask(need, &mut held_back);
+    if held_back.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = held_back
+        .ones()
+        .take(3)
+        .map(|t| pc.types[t].name.as_str())
+        .collect();
+    let more = held_back.count() - names.len();
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the instance types that fit ({}{tail}) have no available offering (zone, capacity type) that meets the requirements: the provider reports them unavailable (out of capacity or quota)",
+        names.join(", ")
+    ))
 }
