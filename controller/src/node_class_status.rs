@@ -78,14 +78,6 @@ async fn validate_all(
     answered
 }
 
-fn condition_status(s: wit::ConditionStatus) -> &'static str {
-    match s {
-        wit::ConditionStatus::True => "True",
-        wit::ConditionStatus::False => "False",
-        wit::ConditionStatus::Unknown => "Unknown",
-    }
-}
-
 fn status_json(s: &wit::NodeClassStatus, generation: Option<i64>) -> serde_json::Value {
     let mut status: serde_json::Value =
         serde_json::from_str(&s.resolved).unwrap_or_else(|_| serde_json::json!({}));
@@ -99,7 +91,7 @@ fn status_json(s: &wit::NodeClassStatus, generation: Option<i64>) -> serde_json:
         .map(|c| {
             serde_json::json!({
                 "type": c.type_,
-                "status": condition_status(c.status),
+                "status": c.status.to_string(),
                 "reason": if c.reason.is_empty() { c.type_.clone() } else { c.reason.clone() },
                 "message": c.message,
                 "lastTransitionTime": now,

@@ -83,12 +83,7 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
 fn policy(p: &wit::RepairPolicy) -> RepairPolicy {
     RepairPolicy {
         condition_type: p.condition_type.clone(),
-        status: match p.condition_status {
-            wit::ConditionStatus::True => "True",
-            wit::ConditionStatus::False => "False",
-            wit::ConditionStatus::Unknown => "Unknown",
-        }
-        .into(),
+        status: p.condition_status.to_string(),
         toleration_seconds: i64::try_from(p.toleration_seconds).unwrap_or(i64::MAX),
     }
 }

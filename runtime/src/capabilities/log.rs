@@ -78,9 +78,7 @@ impl LogLimiter {
             );
         }
     }
-}
 
-impl LogLimiter {
     /// What the guest wrote to stderr during a call (a panic's message, a
     /// traceback), under the same rate as its own lines.
     pub fn guest_stderr(&self, plugin: &str, call: &str, text: &str) {
