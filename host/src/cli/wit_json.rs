@@ -40,7 +40,7 @@ fn field_name(rust: &str) -> String {
 }
 
 /// A Rust enum case as WIT spells it: `NotIn` is `not-in`.
-pub fn kebab(case: &str) -> String {
+fn kebab(case: &str) -> String {
     let mut out = String::with_capacity(case.len() + 4);
     for (i, c) in case.chars().enumerate() {
         if c.is_ascii_uppercase() {
