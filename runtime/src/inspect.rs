@@ -37,11 +37,16 @@ pub fn contract_version(engine: &Engine, component: &Component) -> anyhow::Resul
 
 /// The interfaces the component imports, e.g. `wasi:http/outgoing-handler@0.2.12`.
 pub fn imports(engine: &Engine, component: &Component) -> Vec<String> {
-    let mut names: Vec<String> = component
-        .component_type()
-        .imports(engine)
-        .map(|(n, _)| n.to_string())
-        .collect();
+    sorted(component.component_type().imports(engine).map(|(n, _)| n))
+}
+
+/// The interfaces the component exports, e.g. `karpenter:provider/provider@0.1.1`.
+pub fn exports(engine: &Engine, component: &Component) -> Vec<String> {
+    sorted(component.component_type().exports(engine).map(|(n, _)| n))
+}
+
+fn sorted<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut names: Vec<String> = names.map(str::to_string).collect();
     names.sort();
     names
 }

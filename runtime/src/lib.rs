@@ -15,6 +15,7 @@ mod config;
 mod http;
 pub mod inspect;
 mod metrics;
+pub mod oci;
 mod plugin;
 mod precompiled;
 mod registry;

@@ -11,10 +11,12 @@
 //! loaded before it, if any, stays in service.
 //!
 //! A plugin whose WebAssembly is elsewhere has only its `<name>.yaml` there,
-//! whose `source` names a provider built into the binary, a file on the
-//! plugin volume or an HTTPS URL pinned by sha256 (see `source.rs`).
+//! whose `source` names a provider built into the binary, an OCI artifact
+//! pinned by digest, a file on the plugin volume or an HTTPS URL pinned by
+//! sha256 (see `source.rs`).
 
 use super::config::PluginConfig;
+use super::oci::PullCache;
 use super::plugin::Plugin;
 use super::runtime::Runtime;
 use super::source::{Source, SourceRoots, Sources};
@@ -40,7 +42,7 @@ struct State {
     failures: BTreeMap<String, String>,
     /// Files already seen, to skip unchanged ones without reading them.
     seen: BTreeMap<String, Stamp>,
-    /// Plugins from a URL that failed to load, and when to try again: a
+    /// Plugins from a URL or registry that failed to load, and when to try again: a
     /// server that was down at start must not need a restart.
     retry_at: BTreeMap<String, Instant>,
 }
@@ -89,6 +91,9 @@ impl Registry {
             volume: roots.volume.map(Arc::new),
             client: Some(runtime.http.client()),
             builtin: roots.builtin,
+            registries: Some(runtime.registries.clone()),
+            secrets: Some(runtime.secrets.clone()),
+            pulled: roots.pulled.map(|dir| Arc::new(PullCache::new(dir))),
         };
         Arc::new(Registry {
             runtime,
@@ -222,7 +227,7 @@ impl Registry {
                     tracing::error!(plugin = %name, error = %why, "plugin failed to load; keeping the previous version, if any");
                     let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
                     state.failures.insert(name.clone(), why.clone());
-                    if source_of(dir, name).is_some_and(|s| s.url.is_some()) {
+                    if source_of(dir, name).is_some_and(|s| s.is_remote()) {
                         state
                             .retry_at
                             .insert(name.clone(), Instant::now() + SOURCE_RETRY);

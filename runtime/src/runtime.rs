@@ -11,6 +11,7 @@ use super::compile::{Compiler, compile};
 use super::config::PluginConfig;
 use super::http::OutboundHttp;
 use super::metrics::PluginMetrics;
+use super::oci::Registries;
 use super::plugin::Plugin;
 use super::precompiled::PrecompiledCache;
 use super::state::State;
@@ -58,7 +59,9 @@ pub struct Runtime {
     pub metrics: Arc<PluginMetrics>,
     precompiled: Option<PrecompiledCache>,
     compiler: Compiler,
-    secrets: Arc<SecretStore>,
+    pub(super) secrets: Arc<SecretStore>,
+    /// The OCI client plugin sources are pulled with.
+    pub(super) registries: Arc<Registries>,
     tokens: Arc<dyn tokens::TokenSource>,
     pub cluster: Arc<ClusterView>,
     /// Per plugin name, kept across reloads of the same code.
@@ -107,6 +110,7 @@ impl Runtime {
             precompiled,
             compiler: options.compiler,
             secrets: Arc::new(options.secrets),
+            registries: Arc::new(Registries::new(&options.extra_roots)),
             tokens: options.tokens,
             cluster: options.cluster,
             kept: Mutex::new(BTreeMap::new()),

@@ -52,7 +52,7 @@ file name: `<name>.wasm`, or `<name>.wasm.zst` when zstd-compressed), source
 config (the `<name>.yaml` the host reads), nodeClasses}. Bundled plugins are
 built into the controller binary, so by default their ConfigMap holds only
 their configuration, `source: {builtin: <name>}`; `file` (inside the chart)
-or `source` (a URL or volume file) puts another build in their place. Extra
+or `source` (a URL, OCI artifact or volume file) puts another build in their place. Extra
 plugins come from wasmBase64, a file inside the chart, or a source.
 */}}
 {{- define "karpenter.plugins" -}}
@@ -148,6 +148,19 @@ plugins come from wasmBase64, a file inside the chart, or a source.
 {{- end -}}
 {{- range .Values.controller.extraSecrets -}}
 {{- $out = append $out (dict "name" .name "keys" .keys "optional" (default false .optional)) -}}
+{{- end -}}
+{{- /* A registry pull secret a plugin's `source` names, for the loader. */ -}}
+{{- $named := dict -}}
+{{- range $out -}}
+{{- $_ := set $named .name true -}}
+{{- end -}}
+{{- range $name, $entry := include "karpenter.plugins" . | fromYaml -}}
+{{- with $entry.source -}}
+{{- if and .pullSecret (not (hasKey $named .pullSecret)) -}}
+{{- $out = append $out (dict "name" .pullSecret "keys" (list ".dockerconfigjson") "optional" false) -}}
+{{- $_ := set $named .pullSecret true -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}

@@ -142,6 +142,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Some(open_dir(p)?),
         None => files::precompiled_dir(),
     };
+    let pulled = files::pulled_dir(precompiled.as_ref());
     let runtime = Runtime::new(RuntimeOptions {
         precompiled,
         secrets: match &args.secrets_dir {
@@ -159,6 +160,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             None => None,
         },
         builtin: &karpenter_plugin_bundle::PROVIDERS,
+        pulled,
     };
     // Loaded by the controller once its health endpoints are up.
     let registry = Registry::unloaded(runtime, open_dir(&args.plugin_dir)?, roots);

@@ -47,7 +47,16 @@ pub fn cache_dir() -> Option<Dir> {
 
 /// `<cache_dir>/precompiled`, where compiled plugins are kept across runs.
 pub fn precompiled_dir() -> Option<Dir> {
-    let d = cache_dir()?;
-    d.create_dir_all("precompiled").ok()?;
-    d.open_dir("precompiled").ok()
+    subdir(&cache_dir()?, "precompiled")
+}
+
+/// `<precompiled>/pulled`, where plugins pulled from registries are kept
+/// by digest beside their compiled code.
+pub fn pulled_dir(precompiled: Option<&Dir>) -> Option<Dir> {
+    subdir(precompiled?, "pulled")
+}
+
+fn subdir(parent: &Dir, name: &str) -> Option<Dir> {
+    parent.create_dir_all(name).ok()?;
+    parent.open_dir(name).ok()
 }

@@ -19,6 +19,7 @@ pub mod controller;
 pub mod explain;
 pub mod files;
 pub mod plugin;
+pub mod plugin_push;
 pub mod plugin_test;
 pub mod providers;
 pub mod simulate;

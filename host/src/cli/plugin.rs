@@ -32,6 +32,9 @@ pub enum PluginCommand {
     /// Run the conformance kit: every check a provider must pass, against
     /// its backend; exits non-zero if any fails.
     Test(super::plugin_test::TestArgs),
+    /// Publish a plugin to an OCI registry as a WebAssembly artifact and
+    /// print its digest-pinned reference, for a yaml's `source: {oci: ...}`.
+    Push(super::plugin_push::PushArgs),
     /// Compile a plugin for this build: the .wasm on stdin, the machine code
     /// on stdout. The controller runs it as a child process.
     #[command(hide = true)]
@@ -77,6 +80,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Call(args) => call_cmd(args).await,
         PluginCommand::Crd { file } => crd_cmd(&file).await,
         PluginCommand::Test(args) => super::plugin_test::run(args).await,
+        PluginCommand::Push(args) => super::plugin_push::run(args).await,
         PluginCommand::Compile => {
             karpenter_runtime::compile_stdin_to_stdout()?;
             Ok(ExitCode::SUCCESS)

@@ -40,6 +40,7 @@ pub async fn open(dir: Option<&Path>) -> anyhow::Result<Arc<Registry>> {
         SourceRoots {
             volume: None,
             builtin: &karpenter_plugin_bundle::PROVIDERS,
+            pulled: super::files::pulled_dir(super::files::precompiled_dir().as_ref()),
         },
     )
     .await

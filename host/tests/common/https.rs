@@ -17,33 +17,8 @@ pub struct FileServer {
 impl FileServer {
     /// Serves `files` (path to bytes) until the runtime ends.
     pub async fn start(files: BTreeMap<String, Vec<u8>>) -> FileServer {
-        let ca_key = rcgen::KeyPair::generate().expect("ca key");
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "plugin server test CA");
-        ca_params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("ca cert");
-        let leaf_key = rcgen::KeyPair::generate().expect("leaf key");
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .expect("leaf")
-            .signed_by(&leaf_key, &ca)
-            .expect("leaf cert");
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("protocols")
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone(), ca.der().clone()],
-            rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
-        )
-        .expect("server config");
+        let cert = LocalCert::new();
+        let tls = cert.server_config();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -84,8 +59,63 @@ impl FileServer {
         });
         FileServer {
             base: format!("https://127.0.0.1:{port}"),
-            ca_pem: ca.pem(),
+            ca_pem: cert.ca_pem.clone(),
             requests,
         }
+    }
+}
+
+/// A CA made for the run and a certificate for 127.0.0.1 signed by it: what
+/// a local HTTPS server (ours, or a registry's) presents.
+pub struct LocalCert {
+    /// The CA, PEM: trusting it is what makes the certificate valid.
+    pub ca_pem: String,
+    /// The certificate then the CA, PEM, as servers read a chain file.
+    pub chain_pem: String,
+    pub key_pem: String,
+    pub chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    pub key_der: Vec<u8>,
+}
+
+impl LocalCert {
+    pub fn new() -> Self {
+        let ca_key = rcgen::KeyPair::generate().expect("ca key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "local server test CA");
+        ca_params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("ca cert");
+        let leaf_key = rcgen::KeyPair::generate().expect("leaf key");
+        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .expect("leaf")
+            .signed_by(&leaf_key, &ca)
+            .expect("leaf cert");
+        LocalCert {
+            ca_pem: ca.pem(),
+            chain_pem: format!("{}{}", leaf.pem(), ca.pem()),
+            key_pem: leaf_key.serialize_pem(),
+            chain: vec![leaf.der().clone(), ca.der().clone()],
+            key_der: leaf_key.serialize_der(),
+        }
+    }
+
+    /// A TLS server configuration presenting this certificate.
+    pub fn server_config(&self) -> rustls::ServerConfig {
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_no_client_auth()
+        .with_single_cert(
+            self.chain.clone(),
+            rustls::pki_types::PrivatePkcs8KeyDer::from(self.key_der.clone()).into(),
+        )
+        .expect("server config")
     }
 }

@@ -387,8 +387,14 @@ async fn lint_and_render_the_seed_values() {
             "plugins.bundled.azure.source.volume=azure-v2.wasm",
             "plugins.extra.big.source.url=https://plugins.example.com/big.wasm",
             &format!("plugins.extra.big.source.sha256={sha}"),
+            &format!(
+                "plugins.extra.pulled.source.oci=registry.example.com/p/pulled:1@sha256:{sha}"
+            ),
+            "plugins.extra.pulled.source.pullSecret=regcred",
         ],
     );
+    let pulled = plugin_config(&docs, "pulled").source.expect("a source");
+    assert_eq!(pulled.pull_secret.as_deref(), Some("regcred"));
     let azure = plugin_config(&docs, "azure").source.expect("a source");
     assert_eq!(azure.volume.as_deref(), Some("azure-v2.wasm"));
     assert_eq!(azure.builtin, None);
@@ -408,6 +414,11 @@ async fn lint_and_render_the_seed_values() {
     );
     let deploy = serde_json::to_string(deploy).expect("json");
     assert!(deploy.contains(r#""name":"PLUGIN_VOLUME","value":"/etc/karpenter/plugin-volume""#));
+    // The pull secret is mounted for the loader, key `.dockerconfigjson`.
+    assert!(
+        deploy.contains(r#"{"items":[{"key":".dockerconfigjson","path":"regcred/.dockerconfigjson"}],"name":"regcred","optional":false}"#),
+        "{deploy}"
+    );
 }
 
 /// What the controller itself needs beside its plugins' budgets: its stores

@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
-use tokio_rustls::rustls;
 
 const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
 const CLIENT: &str = "0d0b4a36-4fb5-4a2a-9ea5-5c1a8b2e6a11";
@@ -46,34 +45,8 @@ struct Entra {
 
 impl Entra {
     async fn start() -> Entra {
-        let ca_key = rcgen::KeyPair::generate().expect("ca key");
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "entra emulator test CA");
-        ca_params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("ca cert");
-        let leaf_key = rcgen::KeyPair::generate().expect("leaf key");
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .expect("leaf")
-            .signed_by(&leaf_key, &ca)
-            .expect("leaf cert");
-
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("protocols")
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone(), ca.der().clone()],
-            rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
-        )
-        .expect("server config");
+        let cert = crate::common::https::LocalCert::new();
+        let tls = cert.server_config();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -100,7 +73,7 @@ impl Entra {
         });
         Entra {
             authority: format!("https://127.0.0.1:{port}"),
-            ca_pem: ca.pem(),
+            ca_pem: cert.ca_pem.clone(),
             seen,
         }
     }

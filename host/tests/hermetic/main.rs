@@ -9,6 +9,7 @@ mod azure_workload_identity;
 mod child_compiler;
 mod conformance;
 mod outbound_http;
+mod plugin_oci;
 mod plugin_sources;
 mod registry;
 mod simulate;

@@ -125,7 +125,7 @@ async fn a_volume_file_loads_and_is_reloaded_when_it_changes() {
         open(plugins.path()),
         SourceRoots {
             volume: Some(open(volume.path())),
-            builtin: &[],
+            ..SourceRoots::default()
         },
     )
     .await
@@ -188,8 +188,8 @@ async fn a_built_in_provider_loads_by_name_and_an_unknown_name_says_what_there_i
         common::runtime(),
         open(plugins.path()),
         SourceRoots {
-            volume: None,
             builtin: &karpenter_plugin_bundle::PROVIDERS,
+            ..SourceRoots::default()
         },
     )
     .await
