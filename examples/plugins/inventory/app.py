@@ -23,6 +23,7 @@ from wit_world.imports.karpenter_provider_types import (
     Condition,
     ConditionStatus,
     Error_InsufficientCapacity,
+    Error_NodeClassNotReady,
     Error_NotFound,
     Error_Other,
     Instance,
@@ -51,10 +52,25 @@ ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 HOSTNAME = "kubernetes.io/hostname"
 ON_DEMAND = "on-demand"
+GROUP = "example.karpenter.sh"
+KIND = "InventoryNodeClass"
 
 
 def other(message: str, retryable: bool = False) -> Err:
     return Err(Error_Other(OtherError(message, retryable)))
+
+
+def ensure_kind(node_class: NodeClass) -> None:
+    """Refuses a NodeClass of another kind; one naming none (a hand-made
+    call) is taken as ours."""
+    obj = json.loads(node_class.json or "{}")
+    api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+    if (api_version or kind) and (kind != KIND or api_version.split("/")[0] != GROUP):
+        raise Err(
+            Error_NodeClassNotReady(
+                f"NodeClass {node_class.name} is a {kind} ({api_version}); this provider serves {KIND} ({GROUP})"
+            )
+        )
 
 
 def machines() -> List[dict]:
@@ -147,9 +163,9 @@ class Provider(exports.Provider):
             provider_id_schemes=[SCHEME],
             node_classes=[
                 NodeClassKind(
-                    group="example.karpenter.sh",
+                    group=GROUP,
                     version="v1",
-                    kind="InventoryNodeClass",
+                    kind=KIND,
                     plural="inventorynodeclasses",
                     short_names=[],
                     schema='{"type":"object","properties":{"spec":{"type":"object"}}}',
@@ -158,6 +174,7 @@ class Provider(exports.Provider):
         )
 
     def validate_node_class(self, node_class: NodeClass) -> NodeClassStatus:
+        ensure_kind(node_class)
         ready = bool(machines())
         return NodeClassStatus(
             conditions=[

@@ -19,6 +19,7 @@ import { log } from 'karpenter:provider/log@0.1.0';
 
 const SCHEME = 'static';
 const GROUP = 'example.karpenter.sh';
+const KIND = 'StaticNodeClass';
 const MANAGED = 'static.example.karpenter.sh/managed';
 const MACHINE = 'static.example.karpenter.sh/machine';
 const NODECLAIM = 'static.example.karpenter.sh/nodeclaim';
@@ -35,6 +36,7 @@ const L = {
 // --- errors: the contract's typed variants -------------------------------
 
 const notFound = (message) => ({ tag: 'not-found', val: message });
+const notReady = (message) => ({ tag: 'node-class-not-ready', val: message });
 const other = (message, retryable) => ({ tag: 'other', val: { message, retryable } });
 const insufficientCapacity = (message) =>
   ({ tag: 'insufficient-capacity', val: { message, offerings: [] } });
@@ -208,6 +210,15 @@ function taint(t) {
   return { key: t.key, value: t.value, effect };
 }
 
+// Refuses a NodeClass of another kind; one naming none (a hand-made call) is
+// taken as ours.
+function ensureKind(nodeClass) {
+  const { apiVersion = '', kind = '' } = JSON.parse(nodeClass.json || '{}');
+  if ((apiVersion || kind) && (kind !== KIND || apiVersion.split('/')[0] !== GROUP)) {
+    throw notReady(`NodeClass ${nodeClass.name} is a ${kind} (${apiVersion}); this provider serves ${KIND} (${GROUP})`);
+  }
+}
+
 // --- the contract --------------------------------------------------------
 
 export const provider = {
@@ -218,7 +229,7 @@ export const provider = {
       nodeClasses: [{
         group: GROUP,
         version: 'v1alpha1',
-        kind: 'StaticNodeClass',
+        kind: KIND,
         plural: 'staticnodeclasses',
         shortNames: [],
         schema: JSON.stringify({
@@ -253,7 +264,8 @@ export const provider = {
     };
   },
 
-  validateNodeClass(_nodeClass) {
+  validateNodeClass(nodeClass) {
+    ensureKind(nodeClass);
     const count = machines().length;
     return {
       conditions: [{

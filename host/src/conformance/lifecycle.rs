@@ -53,6 +53,17 @@ impl RoundTrip<'_> {
                     "create launches an instance for the NodeClaim, as it asked",
                     result,
                 );
+                if let Err(CallError::Provider {
+                    error: wit::Error::InsufficientCapacity(ic),
+                    ..
+                }) = &created
+                {
+                    report.push(
+                        "insufficient-capacity",
+                        "an insufficient-capacity names the offerings that failed",
+                        names_what_failed(ic, &choice),
+                    );
+                }
                 created.ok().map(|i| (claim, i))
             }
             None if self.catalog_failed => {
@@ -309,6 +320,34 @@ const IDEMPOTENT: &str = "create is idempotent by NodeClaim name";
 const GET: &str = "get returns the created instance by providerID";
 const LIST: &str = "list-instances includes the created instance";
 const DELETE: &str = "delete answers not-found once the instance is gone, and get agrees";
+
+/// The host keeps the offerings an insufficient-capacity names out of the
+/// next rounds; with none named it would ask for the same one again.
+fn names_what_failed(ic: &wit::InsufficientCapacity, asked: &Choice) -> Result<String, String> {
+    if ic.offerings.is_empty() {
+        return Err(format!(
+            "create of a NodeClaim for {} in {} ({}) answered insufficient-capacity ({:?}) naming no offering: name the ones that failed, or the host asks for them again",
+            asked.instance_type, asked.zone, asked.capacity_type, ic.message
+        ));
+    }
+    let outside: Vec<String> = ic
+        .offerings
+        .iter()
+        .filter(|o| {
+            o.instance_type != asked.instance_type
+                || o.zone != asked.zone
+                || o.capacity_type != asked.capacity_type
+        })
+        .map(|o| format!("{} in {} ({})", o.instance_type, o.zone, o.capacity_type))
+        .collect();
+    if !outside.is_empty() {
+        return Err(format!(
+            "it names offerings the NodeClaim did not allow: {}",
+            outside.join(", ")
+        ));
+    }
+    Ok(format!("{} offerings named", ic.offerings.len()))
+}
 
 fn is_not_found(e: &CallError) -> bool {
     matches!(e.provider_error(), Some(wit::Error::NotFound(_)))

@@ -84,6 +84,30 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         },
     );
 
+    let other = calls
+        .track(
+            "validate-node-class",
+            plugin.validate_node_class(&of_another_kind(&class)),
+        )
+        .await;
+    report.push(
+        "node-class-kind",
+        "a NodeClass of a kind the plugin does not serve is refused",
+        match other {
+            Err(CallError::Provider {
+                error: wit::Error::NodeClassNotReady(_),
+                ..
+            }) => Ok("node-class-not-ready".into()),
+            Ok(status) if ready(&status).is_err() => Ok("not Ready".into()),
+            Ok(_) => Err(format!(
+                "a {OTHER_KIND} ({OTHER_GROUP}) was reported Ready: check the NodeClass's apiVersion and kind, and answer node-class-not-ready for one you do not serve"
+            )),
+            Err(e) => Err(format!(
+                "a NodeClass of another kind must be refused with node-class-not-ready (or a status that is not Ready); validate-node-class failed with: {e}"
+            )),
+        },
+    );
+
     let pool = records::bare_node_pool("conformance", node_class_ref(plugin, &class));
     let types = calls
         .track(
@@ -128,6 +152,23 @@ fn node_class(plugin: &Plugin, options: &Options) -> Result<wit::NodeClass, Stri
         }
     };
     records::node_class(&object).map_err(|e| format!("{e:#}"))
+}
+
+const OTHER_GROUP: &str = "conformance.karpenter.invalid";
+const OTHER_KIND: &str = "ConformanceOtherNodeClass";
+
+/// The same NodeClass relabelled as a kind no plugin serves.
+fn of_another_kind(class: &wit::NodeClass) -> wit::NodeClass {
+    let mut object: serde_json::Value = serde_json::from_str(&class.json).unwrap_or_default();
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), format!("{OTHER_GROUP}/v1").into());
+        map.insert("kind".into(), OTHER_KIND.into());
+    }
+    wit::NodeClass {
+        name: class.name.clone(),
+        generation: class.generation,
+        json: object.to_string(),
+    }
 }
 
 fn node_class_ref(plugin: &Plugin, class: &wit::NodeClass) -> wit::NodeClassRef {

@@ -140,12 +140,43 @@ async fn an_instance_that_contradicts_itself_fails_the_check_that_saw_it() {
             "create",
             "allocatable memory 40Gi is above its capacity 4Gi",
         ),
+        (
+            "any-kind",
+            "node-class-kind",
+            "a ConformanceOtherNodeClass (conformance.karpenter.invalid) was reported Ready",
+        ),
     ] {
         let report = test("broken", &[("MODE", mode)], None).await;
         assert_eq!(report.failed(), [check], "{mode}: {report}");
         let why = failure(&report, check);
         assert!(why.contains(says), "{mode}: {why}");
     }
+}
+
+/// A create that runs out of capacity fails the create check; it keeps the
+/// contract only when its insufficient-capacity names the offering it tried.
+#[tokio::test]
+async fn an_insufficient_capacity_must_name_the_offerings_that_failed() {
+    let report = test("broken", &[("MODE", "out-of-capacity")], None).await;
+    assert_eq!(report.failed(), ["create"], "{report}");
+    assert!(
+        matches!(
+            report
+                .get("insufficient-capacity")
+                .expect("checked")
+                .outcome,
+            Outcome::Pass(_)
+        ),
+        "{report}"
+    );
+    let report = test("broken", &[("MODE", "out-of-capacity-unnamed")], None).await;
+    assert_eq!(
+        report.failed(),
+        ["create", "insufficient-capacity"],
+        "{report}"
+    );
+    let why = failure(&report, "insufficient-capacity");
+    assert!(why.contains("naming no offering"), "{why}");
 }
 
 /// A call stopped at the memory limit is the sandbox's verdict, not a typed

@@ -58,6 +58,7 @@ fn shaping(s: &Settings, spec: &nodeclass::Spec) -> Shaping {
 }
 
 fn parse_class(class: &NodeClass) -> Result<(nodeclass::Spec, Value), Error> {
+    ensure_kind(class, nodeclass::GROUP, nodeclass::KIND)?;
     nodeclass::parse(&class.json).map_err(fatal)
 }
 

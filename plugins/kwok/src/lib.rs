@@ -18,6 +18,7 @@ mod nodes;
 use karpenter_plugin_sdk::prelude::*;
 
 pub const GROUP: &str = "karpenter.kwok.sh";
+const KIND: &str = "KWOKNodeClass";
 pub const PROVIDER_ID_SCHEME: &str = "kwok";
 
 struct Kwok;
@@ -30,7 +31,7 @@ impl Guest for Kwok {
             node_classes: vec![NodeClassKind {
                 group: GROUP.into(),
                 version: "v1alpha1".into(),
-                kind: "KWOKNodeClass".into(),
+                kind: KIND.into(),
                 plural: "kwoknodeclasses".into(),
                 short_names: vec![],
                 schema: include_str!("nodeclass.schema.json").into(),
@@ -38,7 +39,8 @@ impl Guest for Kwok {
         }
     }
 
-    fn validate_node_class(_node_class: NodeClass) -> Result<NodeClassStatus, Error> {
+    fn validate_node_class(node_class: NodeClass) -> Result<NodeClassStatus, Error> {
+        ensure_kind(&node_class, GROUP, KIND)?;
         Ok(NodeClassStatus {
             conditions: vec![Condition {
                 type_: "Ready".into(),
@@ -50,11 +52,13 @@ impl Guest for Kwok {
         })
     }
 
-    fn get_instance_types(_pool: NodePool, _class: NodeClass) -> Result<Vec<InstanceType>, Error> {
+    fn get_instance_types(_pool: NodePool, class: NodeClass) -> Result<Vec<InstanceType>, Error> {
+        ensure_kind(&class, GROUP, KIND)?;
         Ok(instance_types()?.collect())
     }
 
-    fn create(claim: NodeClaim, _class: NodeClass) -> Result<Instance, Error> {
+    fn create(claim: NodeClaim, class: NodeClass) -> Result<Instance, Error> {
+        ensure_kind(&class, GROUP, KIND)?;
         if let Some(existing) = nodes::get(&claim.name)? {
             return Ok(existing);
         }

@@ -63,6 +63,7 @@ fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition 
 }
 
 fn parse_class(class: &NodeClass) -> Result<nodeclass::Spec, Error> {
+    ensure_kind(class, nodeclass::GROUP, nodeclass::KIND)?;
     let spec = nodeclass::parse(&class.json).map_err(fatal)?;
     if !spec.project_id.is_empty() {
         // Remember where to look when a call brings no NodeClass.

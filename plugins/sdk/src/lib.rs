@@ -29,6 +29,7 @@ pub mod http;
 pub mod leftovers;
 pub mod log;
 pub mod node;
+pub mod node_class;
 pub mod requirements;
 pub mod resources;
 
@@ -51,6 +52,7 @@ pub mod prelude {
     pub use crate::labels;
     pub use crate::leftovers::leftover;
     pub use crate::node::{kubelet_taint, node_labels, node_taints, resolved_labels};
+    pub use crate::node_class::ensure_kind;
     pub use crate::requirements::{cheapest_offering, cheapest_offering_of, label_allowed};
     pub use crate::resources::*;
 }

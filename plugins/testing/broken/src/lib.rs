@@ -12,13 +12,19 @@
 //! - `no-labels`: instances carry no labels;
 //! - `allocatable-above-capacity`: an instance's allocatable memory is ten
 //!   times its capacity;
-//! - `bad-metadata`: its name is not a DNS label, so it does not load.
+//! - `bad-metadata`: its name is not a DNS label, so it does not load;
+//! - `any-kind`: a NodeClass of any kind is Ready;
+//! - `out-of-capacity`: every create fails with insufficient-capacity naming
+//!   the offering it tried, as the contract asks;
+//! - `out-of-capacity-unnamed`: the same, naming no offering.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use karpenter_plugin_sdk::prelude::*;
 use serde_json::{Value, json};
 
 const SCHEME: &str = "broken";
+const GROUP: &str = "test.karpenter.sh";
+const KIND: &str = "BrokenNodeClass";
 const ZONES: [&str; 2] = ["zone-a", "zone-b"];
 
 struct Broken;
@@ -37,9 +43,9 @@ impl Guest for Broken {
             },
             provider_id_schemes: vec![SCHEME.into()],
             node_classes: vec![NodeClassKind {
-                group: "test.karpenter.sh".into(),
+                group: GROUP.into(),
                 version: "v1".into(),
-                kind: "BrokenNodeClass".into(),
+                kind: KIND.into(),
                 plural: "brokennodeclasses".into(),
                 short_names: vec![],
                 schema: r#"{"type":"object","properties":{"spec":{"type":"object"}}}"#.into(),
@@ -47,7 +53,10 @@ impl Guest for Broken {
         }
     }
 
-    fn validate_node_class(_c: NodeClass) -> Result<NodeClassStatus, Error> {
+    fn validate_node_class(c: NodeClass) -> Result<NodeClassStatus, Error> {
+        if mode() != "any-kind" {
+            ensure_kind(&c, GROUP, KIND)?;
+        }
         Ok(NodeClassStatus {
             conditions: vec![Condition {
                 type_: "Ready".into(),
@@ -78,6 +87,19 @@ impl Guest for Broken {
                 vec![],
             )
         })?;
+        if mode.starts_with("out-of-capacity") {
+            let tried = OfferingRef {
+                instance_type: it.name.clone(),
+                zone: offering.zone.clone(),
+                capacity_type: offering.capacity_type.clone(),
+            };
+            let named = if mode == "out-of-capacity" {
+                vec![tried]
+            } else {
+                vec![]
+            };
+            return Err(insufficient_capacity("the zone is out of capacity", named));
+        }
         let n = cache::keys("instance/").len() + cache::keys("deleted/").len() + 1;
         let id = format!("{SCHEME}://{}-{n}", claim.name);
         let stored = json!({
