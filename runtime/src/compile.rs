@@ -8,7 +8,7 @@
 //! a start. A plugin that crashes or exhausts the compiler
 //! takes the child down, not the controller.
 
-use super::runtime::engine_config;
+use super::runtime::{engine_config, quick_engine_config};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -39,6 +39,22 @@ impl Compiler {
     }
 }
 
+/// Which compiler: Winch's quick one, or Cranelift's optimizing one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    Quick,
+    Optimized,
+}
+
+impl Tier {
+    fn config(self) -> wasmtime::Config {
+        match self {
+            Tier::Quick => quick_engine_config(),
+            Tier::Optimized => engine_config(),
+        }
+    }
+}
+
 /// A compiled component and, when it was compiled here, its serialized form
 /// for the precompiled cache.
 pub struct Compiled {
@@ -46,25 +62,36 @@ pub struct Compiled {
     pub serialized: Option<Vec<u8>>,
 }
 
+/// `engine` must be built from `tier`'s configuration.
 pub async fn compile(
     compiler: &Compiler,
     engine: &Engine,
     wasm: &[u8],
+    tier: Tier,
 ) -> anyhow::Result<Compiled> {
     match compiler {
         Compiler::InProcess => {
-            let component = Component::new(engine, wasm)?;
-            let serialized = component
-                .serialize()
-                .inspect_err(|e| tracing::warn!(error = %e, "could not serialize compiled plugin"))
-                .ok();
-            Ok(Compiled {
-                component,
-                serialized,
+            // Off the async threads: a large plugin takes seconds, and the
+            // optimized compile runs while the quick code serves calls.
+            let (engine, wasm) = (engine.clone(), wasm.to_vec());
+            tokio::task::spawn_blocking(move || {
+                let component = Component::new(&engine, &wasm)?;
+                let serialized = component
+                    .serialize()
+                    .inspect_err(
+                        |e| tracing::warn!(error = %e, "could not serialize compiled plugin"),
+                    )
+                    .ok();
+                Ok(Compiled {
+                    component,
+                    serialized,
+                })
             })
+            .await
+            .context("the compiler thread")?
         }
         Compiler::Child(exe) => {
-            let serialized = in_child(exe, wasm).await?;
+            let serialized = in_child(exe, wasm, tier).await?;
             let component = super::precompiled::deserialize(engine, &serialized)
                 .context("loading the child compiler's output")?;
             Ok(Compiled {
@@ -75,9 +102,10 @@ pub async fn compile(
     }
 }
 
-async fn in_child(exe: &Path, wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
+async fn in_child(exe: &Path, wasm: &[u8], tier: Tier) -> anyhow::Result<Vec<u8>> {
     let mut child = tokio::process::Command::new(exe)
         .args(["plugin", "compile"])
+        .args((tier == Tier::Quick).then_some("--quick"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -107,14 +135,14 @@ async fn in_child(exe: &Path, wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
     Ok(output.stdout)
 }
 
-/// `karpenter plugin compile`: the child's side.
-pub fn compile_stdin_to_stdout() -> anyhow::Result<()> {
+/// `karpenter plugin compile [--quick]`: the child's side.
+pub fn compile_stdin_to_stdout(tier: Tier) -> anyhow::Result<()> {
     use std::io::{Read, Write};
     let mut wasm = Vec::new();
     std::io::stdin()
         .read_to_end(&mut wasm)
         .context("reading the plugin from stdin")?;
-    let engine = Engine::new(&engine_config())?;
+    let engine = Engine::new(&tier.config())?;
     let serialized = Component::new(&engine, &wasm)?.serialize()?;
     let mut out = std::io::stdout().lock();
     out.write_all(&serialized)

@@ -3,12 +3,12 @@
 
 use super::bindings::{PROVIDER_EXPORT, SUPPORTED_VERSIONS};
 use anyhow::bail;
-use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The `karpenter:provider` version the component implements, if this host
 /// supports it.
-pub fn contract_version(engine: &Engine, component: &Component) -> anyhow::Result<String> {
+pub fn contract_version(component: &Component) -> anyhow::Result<String> {
+    let engine = component.engine();
     let ty = component.component_type();
     let prefix = format!("{PROVIDER_EXPORT}@");
     let found: Vec<String> = ty
@@ -36,13 +36,23 @@ pub fn contract_version(engine: &Engine, component: &Component) -> anyhow::Resul
 }
 
 /// The interfaces the component imports, e.g. `wasi:http/outgoing-handler@0.2.12`.
-pub fn imports(engine: &Engine, component: &Component) -> Vec<String> {
-    sorted(component.component_type().imports(engine).map(|(n, _)| n))
+pub fn imports(component: &Component) -> Vec<String> {
+    sorted(
+        component
+            .component_type()
+            .imports(component.engine())
+            .map(|(n, _)| n),
+    )
 }
 
 /// The interfaces the component exports, e.g. `karpenter:provider/provider@0.1.1`.
-pub fn exports(engine: &Engine, component: &Component) -> Vec<String> {
-    sorted(component.component_type().exports(engine).map(|(n, _)| n))
+pub fn exports(component: &Component) -> Vec<String> {
+    sorted(
+        component
+            .component_type()
+            .exports(component.engine())
+            .map(|(n, _)| n),
+    )
 }
 
 fn sorted<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {

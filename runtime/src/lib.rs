@@ -10,6 +10,7 @@ mod allowlist;
 pub mod bindings;
 mod budget;
 pub mod capabilities;
+mod code;
 mod compile;
 mod config;
 mod http;
@@ -26,7 +27,7 @@ mod stderr;
 pub mod validate;
 
 pub use bindings::wit;
-pub use compile::{Compiler, compile_stdin_to_stdout};
+pub use compile::{Compiler, Tier, compile_stdin_to_stdout};
 pub use config::PluginConfig;
 pub use plugin::{CallError, InvalidMetadata, Plugin};
 pub use registry::{Registry, ReloadReport};

@@ -6,10 +6,11 @@
 //! limit. An instance that traps, times out or returns garbage is dropped; the
 //! next call gets a fresh one.
 
-use super::bindings::v0_1_1::{ProviderPlugin, ProviderPluginPre};
+use super::bindings::v0_1_1::ProviderPlugin;
 use super::bindings::wit;
 use super::budget::OverBudget;
 use super::capabilities::Capabilities;
+use super::code::{Code, CodeSlot};
 use super::http::PluginHttp;
 use super::metrics::CallMetrics;
 use super::runtime::{Runtime, TICK};
@@ -82,6 +83,9 @@ pub fn describe(e: &wit::Error) -> String {
 }
 
 struct Warm {
+    /// The code it was made from: a quick compile's instances are dropped
+    /// once the optimized code is in place.
+    code: Arc<Code>,
     store: Store<State>,
     bindings: ProviderPlugin,
     /// Its linear memory once instantiated.
@@ -94,8 +98,7 @@ pub struct Plugin {
     pub size: usize,
     pub contract_version: String,
     pub metadata: wit::ProviderMetadata,
-    component: Component,
-    pre: ProviderPluginPre<State>,
+    code: Arc<CodeSlot>,
     caps: Capabilities,
     runtime: Arc<Runtime>,
     warm: Mutex<Vec<Warm>>,
@@ -116,12 +119,11 @@ impl Plugin {
     pub(super) async fn new(
         runtime: Arc<Runtime>,
         caps: Capabilities,
-        component: Component,
+        code: Arc<CodeSlot>,
         sha256: String,
         size: usize,
         contract_version: String,
     ) -> anyhow::Result<Self> {
-        let pre = ProviderPluginPre::new(runtime.linker.instantiate_pre(&component)?)?;
         let metrics = CallMetrics::new(runtime.metrics.clone(), &caps.plugin);
         let instances = tokio::sync::Semaphore::new(caps.config.max_instances as usize);
         let mut plugin = Plugin {
@@ -134,8 +136,7 @@ impl Plugin {
                 provider_id_schemes: vec![],
                 node_classes: vec![],
             },
-            component,
-            pre,
+            code,
             caps,
             runtime,
             warm: Mutex::new(Vec::new()),
@@ -163,8 +164,15 @@ impl Plugin {
         self.node_classes_seen.load(Ordering::Relaxed)
     }
 
-    pub fn component(&self) -> &Component {
-        &self.component
+    /// The component calls run on now.
+    pub fn component(&self) -> Component {
+        self.code.current().component.clone()
+    }
+
+    /// Whether calls run on Cranelift's optimized code, not yet on a quick
+    /// compile's.
+    pub fn optimized(&self) -> bool {
+        self.code.current().optimized
     }
 
     /// Whether this plugin serves NodeClasses of `group`/`kind`.
@@ -188,8 +196,9 @@ impl Plugin {
             clients: self.runtime.http.clone(),
         };
         let budget = (config.cpu_ms as u128 * 1000 / TICK.as_micros()).max(1) as u64;
+        let code = self.code.current();
         let mut store = Store::new(
-            &self.runtime.engine,
+            code.component.engine(),
             State::new(self.caps.clone(), hooks, budget),
         );
         store.limiter(|s| s.limiter());
@@ -207,10 +216,11 @@ impl Plugin {
         });
         store.set_epoch_deadline(1);
         let output = store.data().stderr.clone();
-        match self.pre.instantiate_async(&mut store).await {
+        match code.pre.instantiate_async(&mut store).await {
             Ok(bindings) => {
                 let started_with = store.data().memory_bytes();
                 Ok(Warm {
+                    code,
                     store,
                     bindings,
                     started_with,
@@ -275,7 +285,8 @@ impl Plugin {
                     .data()
                     .memory_bytes()
                     .saturating_sub(warm.started_with);
-                if pool.len() < MAX_WARM && grown <= MAX_WARM_GROWTH {
+                let current = Arc::ptr_eq(&warm.code, &self.code.current());
+                if pool.len() < MAX_WARM && grown <= MAX_WARM_GROWTH && current {
                     pool.push(warm);
                 }
                 Ok(value)
@@ -305,7 +316,10 @@ impl Plugin {
     async fn warm_instance(&self) -> wasmtime::Result<Warm> {
         loop {
             if let Some(w) = self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-                return Ok(w);
+                if Arc::ptr_eq(&w.code, &self.code.current()) {
+                    return Ok(w);
+                }
+                continue;
             }
             let ended = self.call_ended.notified();
             tokio::pin!(ended);

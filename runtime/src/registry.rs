@@ -210,7 +210,7 @@ impl Registry {
             match loaded {
                 Ok(None) => {}
                 Ok(Some(loaded)) => {
-                    tracing::info!(plugin = %name, sha256 = %loaded.plugin.sha256, version = %loaded.plugin.contract_version, "plugin loaded");
+                    tracing::info!(plugin = %name, sha256 = %loaded.plugin.sha256, version = %loaded.plugin.contract_version, optimized = loaded.plugin.optimized(), "plugin loaded");
                     let provider = &loaded.plugin.metadata.name;
                     if provider != name {
                         // Allowed (two configurations of one provider), but

@@ -7,7 +7,8 @@ use super::capabilities::{
     Capabilities, cache::KvCache, cluster::ClusterView, log::LogLimiter, secrets::SecretStore,
     tokens,
 };
-use super::compile::{Compiler, compile};
+use super::code::CodeSlot;
+use super::compile::{Compiler, Tier, compile};
 use super::config::PluginConfig;
 use super::http::OutboundHttp;
 use super::metrics::PluginMetrics;
@@ -20,7 +21,7 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 /// One epoch tick: the granularity of CPU deadlines.
@@ -55,6 +56,8 @@ impl Default for RuntimeOptions {
 pub struct Runtime {
     pub(super) engine: Engine,
     pub(super) linker: Linker<State>,
+    /// Winch's engine and linker, for large plugins' first minutes.
+    quick: Option<(Engine, Linker<State>)>,
     pub(super) http: OutboundHttp,
     pub metrics: Arc<PluginMetrics>,
     precompiled: Option<PrecompiledCache>,
@@ -80,19 +83,18 @@ struct Kept {
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> anyhow::Result<Arc<Self>> {
         let engine = Engine::new(&engine_config())?;
-        start_epoch_ticker(&engine);
-
-        let mut linker: Linker<State> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        use v0_1_1::karpenter::provider as wit;
-        wit::types::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        wit::log::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        wit::config::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        wit::tokens::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        wit::cache::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        wit::cluster::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        wit::signing::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        let linker = linker(&engine)?;
+        let quick = match Engine::new(&quick_engine_config()) {
+            Ok(quick) => {
+                let linker = self::linker(&quick)?;
+                Some((quick, linker))
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "no quick compiler: large plugins wait for their optimized compile");
+                None
+            }
+        };
+        start_epoch_ticker(&engine, quick.as_ref().map(|(e, _)| e));
 
         let precompiled = match &options.precompiled {
             Some(dir) => Some(PrecompiledCache::open(dir, &engine)?),
@@ -101,6 +103,7 @@ impl Runtime {
         Ok(Arc::new(Runtime {
             engine,
             linker,
+            quick,
             http: {
                 let (endpoint, ca) = options.cluster.endpoint_and_ca();
                 let cluster = (!endpoint.is_empty()).then_some((endpoint.as_str(), ca.as_str()));
@@ -134,20 +137,24 @@ impl Runtime {
             .precompiled
             .as_ref()
             .and_then(|cache| cache.get(&self.engine, &sha256));
-        let component = match cached {
-            Some(component) => component,
-            None => {
-                let compiled = compile(&self.compiler, &self.engine, wasm)
+        let quick = self
+            .quick
+            .as_ref()
+            .filter(|_| cached.is_none() && wasm.len() >= QUICK_START_BYTES);
+        let (component, linker) = match (cached, quick) {
+            (Some(component), _) => (component, &self.linker),
+            (None, Some((engine, linker))) => {
+                let compiled = compile(&self.compiler, engine, wasm, Tier::Quick)
                     .await
                     .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
-                if let (Some(cache), Some(serialized)) = (&self.precompiled, &compiled.serialized) {
-                    cache.put(&sha256, serialized);
-                }
-                compiled.component
+                (compiled.component, linker)
             }
+            (None, None) => (self.optimized(name, wasm, &sha256).await?, &self.linker),
         };
-        let version = super::inspect::contract_version(&self.engine, &component)
+        let version = super::inspect::contract_version(&component)
             .with_context(|| format!("plugin {name}"))?;
+        let optimized = quick.is_none();
+        let code = Arc::new(CodeSlot::new(linker, component, optimized)?);
         let kept = self.kept_for(name, &sha256, config.memory_budget_bytes());
         let config = Arc::new(config);
         let caps = Capabilities {
@@ -160,9 +167,59 @@ impl Runtime {
             log: kept.log,
             cluster: self.cluster.clone(),
         };
-        Plugin::new(self.clone(), caps, component, sha256, wasm.len(), version)
+        let plugin = Plugin::new(
+            self.clone(),
+            caps,
+            code.clone(),
+            sha256.clone(),
+            wasm.len(),
+            version,
+        )
+        .await
+        .with_context(|| format!("plugin {name}"))?;
+        if !optimized {
+            self.optimize_later(name, wasm.to_vec(), sha256, code);
+        }
+        Ok(plugin)
+    }
+
+    /// Cranelift's code for the plugin, put in the precompiled cache.
+    async fn optimized(&self, name: &str, wasm: &[u8], sha256: &str) -> anyhow::Result<Component> {
+        let compiled = compile(&self.compiler, &self.engine, wasm, Tier::Optimized)
             .await
-            .with_context(|| format!("plugin {name}"))
+            .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
+        if let (Some(cache), Some(serialized)) = (&self.precompiled, &compiled.serialized) {
+            cache.put(sha256, serialized);
+        }
+        Ok(compiled.component)
+    }
+
+    /// Compiles the plugin with Cranelift in the background and moves its
+    /// calls onto that code; until then they run on the quick compile.
+    fn optimize_later(
+        self: &Arc<Self>,
+        name: &str,
+        wasm: Vec<u8>,
+        sha256: String,
+        code: Arc<CodeSlot>,
+    ) {
+        let runtime = self.clone();
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            let optimized = runtime
+                .optimized(&name, &wasm, &sha256)
+                .await
+                .and_then(|component| code.optimize(&runtime.linker, component));
+            match optimized {
+                Ok(()) => {
+                    tracing::info!(plugin = %name, seconds = start.elapsed().as_secs_f64(), "plugin optimized: its calls run on Cranelift's code")
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %name, error = %format!("{e:#}"), "optimizing the plugin failed; it keeps its quick compile")
+                }
+            }
+        });
     }
 
     /// The plugin's budget, cache and log rate. A reload of the same code
@@ -205,15 +262,48 @@ pub fn engine_config() -> Config {
     config
 }
 
-/// Advances the engine's epoch every tick for as long as the engine lives.
-fn start_epoch_ticker(engine: &Engine) {
+/// Winch: compiles in a fraction of Cranelift's time into slower code. A
+/// plugin of `QUICK_START_BYTES` or more that is not in the precompiled cache
+/// (a JavaScript or Python component is tens of MB) serves on it while
+/// Cranelift compiles in the background.
+pub fn quick_engine_config() -> Config {
+    let mut config = engine_config();
+    config.strategy(wasmtime::Strategy::Winch);
+    config
+}
+
+/// Below this, Cranelift alone is quick enough.
+const QUICK_START_BYTES: usize = 4 << 20;
+
+/// A linker with the host's capabilities for plugins compiled by `engine`.
+fn linker(engine: &Engine) -> anyhow::Result<Linker<State>> {
+    let mut linker: Linker<State> = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    use v0_1_1::karpenter::provider as wit;
+    wit::types::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    wit::log::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    wit::config::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    wit::tokens::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    wit::cache::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    wit::cluster::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    wit::signing::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// Advances the engines' epochs every tick for as long as the main one lives.
+fn start_epoch_ticker(engine: &Engine, quick: Option<&Engine>) {
     let weak = engine.weak();
+    let quick = quick.map(Engine::weak);
     std::thread::Builder::new()
         .name("wasm-epoch".into())
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
                 engine.increment_epoch();
                 drop(engine);
+                if let Some(quick) = quick.as_ref().and_then(|q| q.upgrade()) {
+                    quick.increment_epoch();
+                }
                 std::thread::sleep(TICK);
             }
         })

@@ -38,7 +38,11 @@ pub enum PluginCommand {
     /// Compile a plugin for this build: the .wasm on stdin, the machine code
     /// on stdout. The controller runs it as a child process.
     #[command(hide = true)]
-    Compile,
+    Compile {
+        /// Winch's quick compile instead of Cranelift's.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -81,8 +85,12 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Crd { file } => crd_cmd(&file).await,
         PluginCommand::Test(args) => super::plugin_test::run(args).await,
         PluginCommand::Push(args) => super::plugin_push::run(args).await,
-        PluginCommand::Compile => {
-            karpenter_runtime::compile_stdin_to_stdout()?;
+        PluginCommand::Compile { quick } => {
+            karpenter_runtime::compile_stdin_to_stdout(if quick {
+                karpenter_runtime::Tier::Quick
+            } else {
+                karpenter_runtime::Tier::Optimized
+            })?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -119,8 +127,8 @@ pub async fn load_file(
 }
 
 async fn inspect_cmd(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
-    let (runtime, plugin) = load_file(file, None).await?;
-    let imports = inspect::imports(runtime.engine(), plugin.component());
+    let (_, plugin) = load_file(file, None).await?;
+    let imports = inspect::imports(&plugin.component());
     let report = serde_json::json!({
         "name": plugin.metadata.name,
         "contract": format!("karpenter:provider@{}", plugin.contract_version),

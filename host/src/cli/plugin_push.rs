@@ -35,14 +35,14 @@ pub async fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
         "{}: push to a tag (or a repository); the digest is what the push returns",
         args.reference
     );
-    let (runtime, plugin) = load_file(&args.file, None)
+    let (_, plugin) = load_file(&args.file, None)
         .await
         .with_context(|| format!("{} is not a plugin this host can load", args.file.display()))?;
     let wasm = files::read(&args.file)?;
     let config = artifact_config(
         &wasm,
-        inspect::exports(runtime.engine(), plugin.component()),
-        inspect::imports(runtime.engine(), plugin.component()),
+        inspect::exports(&plugin.component()),
+        inspect::imports(&plugin.component()),
     )?;
     let auth = match &args.auth_file {
         Some(path) => oci::auth_for(&files::read(path)?, reference.resolve_registry())

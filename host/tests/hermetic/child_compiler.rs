@@ -172,3 +172,64 @@ async fn a_cache_file_is_trusted_for_its_contents_never_its_name() {
     // The file was rewritten whole.
     assert_eq!(std::fs::read(&misbehave_file).expect("read"), whole);
 }
+
+/// A large plugin not in the cache serves on Winch's quick compile (made by
+/// the child with `--quick`) at once, and moves onto Cranelift's code when
+/// the background compile lands in the cache; the next start loads that.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_plugin_starts_on_its_quick_compile_and_is_optimized_behind_it() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let python = common::plugin_wasm("inventory");
+    let config = || {
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/plugins/inventory/inventory.yaml");
+        PluginConfig::from_yaml(&std::fs::read_to_string(example).expect("example yaml"))
+            .expect("config")
+    };
+
+    let start = std::time::Instant::now();
+    let plugin = runtime(cache.path(), karpenter())
+        .load("inventory", &python, config())
+        .await
+        .expect("quick compile");
+    let quick = start.elapsed();
+    assert!(!plugin.optimized(), "served before Cranelift finished");
+    let node_class = karpenter_runtime::wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: "{}".into(),
+    };
+    let status = plugin
+        .validate_node_class(&node_class)
+        .await
+        .expect("a call on the quick code");
+    assert_eq!(status.conditions[0].reason, "Ready");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    while !plugin.optimized() {
+        assert!(std::time::Instant::now() < deadline, "never optimized");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let optimized = start.elapsed();
+    plugin
+        .validate_node_class(&node_class)
+        .await
+        .expect("a call on the optimized code");
+    assert_eq!(
+        cached_files(cache.path()).len(),
+        1,
+        "Cranelift's code cached"
+    );
+
+    let again = runtime(cache.path(), karpenter())
+        .load("inventory", &python, config())
+        .await
+        .expect("from the cache");
+    assert!(again.optimized(), "a cached plugin starts optimized");
+    eprintln!(
+        "inventory ({} bytes): serving after {:.2} s on the quick compile, optimized after {:.2} s",
+        python.len(),
+        quick.as_secs_f64(),
+        optimized.as_secs_f64()
+    );
+}
