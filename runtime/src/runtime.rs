@@ -137,23 +137,27 @@ impl Runtime {
             .precompiled
             .as_ref()
             .and_then(|cache| cache.get(&self.engine, &sha256));
-        let quick = self
-            .quick
-            .as_ref()
-            .filter(|_| cached.is_none() && wasm.len() >= QUICK_START_BYTES);
+        let quick = match self.quick.as_ref() {
+            Some((engine, linker)) if cached.is_none() && wasm.len() >= QUICK_START_BYTES => {
+                match compile(&self.compiler, engine, wasm, Tier::Quick).await {
+                    Ok(compiled) => Some((compiled.component, linker)),
+                    // A proposal Winch lacks: Cranelift alone decides.
+                    Err(e) => {
+                        tracing::warn!(plugin = %name, error = %format!("{e:#}"), "no quick compile; waiting for the optimized one");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let optimized = quick.is_none();
         let (component, linker) = match (cached, quick) {
             (Some(component), _) => (component, &self.linker),
-            (None, Some((engine, linker))) => {
-                let compiled = compile(&self.compiler, engine, wasm, Tier::Quick)
-                    .await
-                    .with_context(|| format!("plugin {name}: not a valid WebAssembly component"))?;
-                (compiled.component, linker)
-            }
+            (None, Some(quick)) => quick,
             (None, None) => (self.optimized(name, wasm, &sha256).await?, &self.linker),
         };
         let version = super::inspect::contract_version(&component)
             .with_context(|| format!("plugin {name}"))?;
-        let optimized = quick.is_none();
         let code = Arc::new(CodeSlot::new(linker, component, optimized)?);
         let kept = self.kept_for(name, &sha256, config.memory_budget_bytes());
         let config = Arc::new(config);
