@@ -51,7 +51,8 @@ pub fn reference(text: &str) -> anyhow::Result<Reference> {
         .with_context(|| format!("{text:?} is not an OCI reference"))
 }
 
-fn is_sha256_hex(hex: &str) -> bool {
+/// 64 lower-case hex digits: how a sha256 is written in pins and digests.
+pub(super) fn is_sha256_hex(hex: &str) -> bool {
     hex.len() == 64
         && hex
             .bytes()

@@ -56,7 +56,8 @@ impl Default for RuntimeOptions {
 pub struct Runtime {
     pub(super) engine: Engine,
     pub(super) linker: Linker<State>,
-    /// Winch's engine and linker, for large plugins' first minutes.
+    /// Winch's engine and linker: large plugins serve on it until their
+    /// optimized code is ready.
     quick: Option<(Engine, Linker<State>)>,
     pub(super) http: OutboundHttp,
     pub metrics: Arc<PluginMetrics>,

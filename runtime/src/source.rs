@@ -127,10 +127,7 @@ impl Source {
         }
         if let Some(sha) = &self.sha256 {
             ensure!(
-                sha.len() == 64
-                    && sha
-                        .bytes()
-                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                oci::is_sha256_hex(sha),
                 "source.sha256 {sha:?} is not 64 lower-case hex digits"
             );
         }
