@@ -2,17 +2,19 @@
 //! version's WIT is frozen under `wit/v<version>/`. Versions that differ in
 //! their patch only add imports (`@since`), so one module generated from the
 //! newest patch serves them all: wasmtime links a plugin's `@0.1.0` imports
-//! and finds its `@0.1.0` export through the `@0.1.1` names by semver.
+//! and finds its `@0.1.0` export through the `@0.1.2` names by semver. The
+//! `catalog` export (0.1.2) is optional: its bindings are generated apart and
+//! looked up per component.
 
 /// The names of the contract versions this host supports, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.1", "0.1.0"];
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.2", "0.1.1", "0.1.0"];
 
 /// The interface a provider exports, without version: `<this>@<version>`.
 pub const PROVIDER_EXPORT: &str = "karpenter:provider/provider";
 
-pub mod v0_1_1 {
+pub mod v0_1_2 {
     wasmtime::component::bindgen!({
-        path: "../wit/v0.1.1",
+        path: "../wit/v0.1.2",
         world: "provider-plugin",
         imports: { default: async },
         exports: { default: async },
@@ -25,7 +27,30 @@ pub mod v0_1_1 {
     });
 }
 
-pub use v0_1_1::karpenter::provider::types as wit;
+/// The optional `catalog` export, on the same types as the main bindings.
+pub mod catalog {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.1.2",
+        world: "provider-plugin-with-catalog",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+            "karpenter:provider/types": super::v0_1_2::karpenter::provider::types,
+            "karpenter:provider/log": super::v0_1_2::karpenter::provider::log,
+            "karpenter:provider/config": super::v0_1_2::karpenter::provider::config,
+            "karpenter:provider/tokens": super::v0_1_2::karpenter::provider::tokens,
+            "karpenter:provider/cache": super::v0_1_2::karpenter::provider::cache,
+            "karpenter:provider/cluster": super::v0_1_2::karpenter::provider::cluster,
+            "karpenter:provider/signing": super::v0_1_2::karpenter::provider::signing,
+        },
+    });
+    pub use exports::karpenter::provider::catalog::*;
+}
+
+pub use v0_1_2::karpenter::provider::types as wit;
 
 /// As the contract names it, for messages (`Debug` would say
 /// `InstanceState::Running`).
@@ -101,6 +126,11 @@ mod tests {
                 "0.1.1",
                 include_str!("../../wit/v0.1.1/provider.wit"),
                 "e8cd6357509cd72e63142459350488effa596a2763db56469ce34063ea461ef8",
+            ),
+            (
+                "0.1.2",
+                include_str!("../../wit/v0.1.2/provider.wit"),
+                "800c97ccf272ac928880a3e6b4e28c697a1139cf251f70549d33ebe6c88d5901",
             ),
         ];
         for (version, wit, sha256) in released {

@@ -3,7 +3,8 @@
 //! and its slot takes Cranelift's optimized code once, when the background
 //! compile finishes; instances made from the quick code are dropped then.
 
-use super::bindings::v0_1_1::ProviderPluginPre;
+use super::bindings::catalog::GuestIndices as CatalogIndices;
+use super::bindings::v0_1_2::ProviderPluginPre;
 use super::state::State;
 use std::sync::{Arc, RwLock};
 use wasmtime::component::{Component, Linker};
@@ -11,6 +12,8 @@ use wasmtime::component::{Component, Linker};
 pub(super) struct Code {
     pub component: Component,
     pub pre: ProviderPluginPre<State>,
+    /// Where the optional compact `catalog` export is, when the plugin has it.
+    pub catalog: Option<CatalogIndices>,
     pub optimized: bool,
 }
 
@@ -41,10 +44,13 @@ impl CodeSlot {
 }
 
 fn code(linker: &Linker<State>, component: Component, optimized: bool) -> anyhow::Result<Code> {
-    let pre = ProviderPluginPre::new(linker.instantiate_pre(&component)?)?;
+    let instance_pre = linker.instantiate_pre(&component)?;
+    let catalog = CatalogIndices::new(&instance_pre).ok();
+    let pre = ProviderPluginPre::new(instance_pre)?;
     Ok(Code {
         component,
         pre,
+        catalog,
         optimized,
     })
 }

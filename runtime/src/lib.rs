@@ -10,6 +10,7 @@ mod allowlist;
 pub mod bindings;
 mod budget;
 pub mod capabilities;
+mod catalog;
 mod code;
 mod compile;
 mod config;

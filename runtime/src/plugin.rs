@@ -6,7 +6,8 @@
 //! limit. An instance that traps, times out or returns garbage is dropped; the
 //! next call gets a fresh one.
 
-use super::bindings::v0_1_1::ProviderPlugin;
+use super::bindings::catalog::Guest as CatalogGuest;
+use super::bindings::v0_1_2::ProviderPlugin;
 use super::bindings::wit;
 use super::budget::OverBudget;
 use super::capabilities::Capabilities;
@@ -82,12 +83,24 @@ pub fn describe(e: &wit::Error) -> String {
     }
 }
 
+/// What an instance exports: the provider and, optionally, the compact catalog.
+struct Exports {
+    provider: ProviderPlugin,
+    catalog: Option<CatalogGuest>,
+}
+
+/// What get-instance-types answered, in either form.
+enum Answer {
+    Listed(Vec<wit::InstanceType>),
+    Compact(super::bindings::catalog::Catalog),
+}
+
 struct Warm {
     /// The code it was made from: a quick compile's instances are dropped
     /// once the optimized code is in place.
     code: Arc<Code>,
     store: Store<State>,
-    bindings: ProviderPlugin,
+    bindings: Exports,
     /// Its linear memory once instantiated.
     started_with: usize,
 }
@@ -148,7 +161,10 @@ impl Plugin {
         };
         let metadata = plugin
             .call("metadata", async |s, b| {
-                b.karpenter_provider_provider().call_metadata(s).await
+                b.provider
+                    .karpenter_provider_provider()
+                    .call_metadata(s)
+                    .await
             })
             .await?;
         validate::metadata(&metadata).map_err(|e| InvalidMetadata(format!("{e:#}")))?;
@@ -216,7 +232,21 @@ impl Plugin {
         });
         store.set_epoch_deadline(1);
         let output = store.data().stderr.clone();
-        match code.pre.instantiate_async(&mut store).await {
+        let instantiated = async {
+            let instance = code
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut store)
+                .await?;
+            let provider = ProviderPlugin::new(&mut store, &instance)?;
+            let catalog = match &code.catalog {
+                Some(indices) => Some(indices.load(&mut store, &instance)?),
+                None => None,
+            };
+            wasmtime::Result::Ok(Exports { provider, catalog })
+        };
+        let instantiated: wasmtime::Result<Exports> = instantiated.await;
+        match instantiated {
             Ok(bindings) => {
                 let started_with = store.data().memory_bytes();
                 Ok(Warm {
@@ -237,7 +267,7 @@ impl Plugin {
     async fn call<R>(
         &self,
         call: &'static str,
-        f: impl AsyncFnOnce(&mut Store<State>, &ProviderPlugin) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&mut Store<State>, &Exports) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let start = Instant::now();
         let failed = |message: String| CallError::Failed {
@@ -372,7 +402,10 @@ impl Plugin {
 
     pub async fn metadata_call(&self) -> Result<wit::ProviderMetadata, CallError> {
         self.call("metadata", async |s, b| {
-            b.karpenter_provider_provider().call_metadata(s).await
+            b.provider
+                .karpenter_provider_provider()
+                .call_metadata(s)
+                .await
         })
         .await
     }
@@ -383,7 +416,8 @@ impl Plugin {
     ) -> Result<wit::NodeClassStatus, CallError> {
         const CALL: &str = "validate-node-class";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider()
+            b.provider
+                .karpenter_provider_provider()
                 .call_validate_node_class(s, class)
                 .await
         });
@@ -398,14 +432,58 @@ impl Plugin {
         class: &wit::NodeClass,
     ) -> Result<Vec<wit::InstanceType>, CallError> {
         const CALL: &str = "get-instance-types";
+        let types = self.instance_types(CALL, pool, class).await?;
+        validate::instance_types(&types).map_err(|e| self.invalid(CALL, e))?;
+        Ok(types)
+    }
+
+    /// The plugin's catalog, from its compact `catalog` export when it has one.
+    async fn instance_types(
+        &self,
+        call: &'static str,
+        pool: &wit::NodePool,
+        class: &wit::NodeClass,
+    ) -> Result<Vec<wit::InstanceType>, CallError> {
+        let r = self.call(call, async |s, b| match &b.catalog {
+            Some(catalog) => Ok(catalog
+                .call_get_catalog(s, pool, class)
+                .await?
+                .map(Answer::Compact)),
+            None => Ok(b
+                .provider
+                .karpenter_provider_provider()
+                .call_get_instance_types(s, pool, class)
+                .await?
+                .map(Answer::Listed)),
+        });
+        match self.typed(call, r.await?)? {
+            Answer::Listed(types) => Ok(types),
+            Answer::Compact(catalog) => {
+                super::catalog::expand(&catalog).map_err(|e| self.invalid(call, e))
+            }
+        }
+    }
+
+    /// get-instance-types through the provider export alone, for the kit to
+    /// compare with the compact catalog.
+    pub async fn listed_instance_types(
+        &self,
+        pool: &wit::NodePool,
+        class: &wit::NodeClass,
+    ) -> Result<Vec<wit::InstanceType>, CallError> {
+        const CALL: &str = "get-instance-types";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider()
+            b.provider
+                .karpenter_provider_provider()
                 .call_get_instance_types(s, pool, class)
                 .await
         });
-        let types = self.typed(CALL, r.await?)?;
-        validate::instance_types(&types).map_err(|e| self.invalid(CALL, e))?;
-        Ok(types)
+        self.typed(CALL, r.await?)
+    }
+
+    /// Whether the plugin exports the compact catalog (contract 0.1.2).
+    pub fn has_catalog(&self) -> bool {
+        self.code.current().catalog.is_some()
     }
 
     /// get-instance-types without the host's checks: the conformance kit
@@ -415,13 +493,7 @@ impl Plugin {
         pool: &wit::NodePool,
         class: &wit::NodeClass,
     ) -> Result<Vec<wit::InstanceType>, CallError> {
-        const CALL: &str = "get-instance-types";
-        let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider()
-                .call_get_instance_types(s, pool, class)
-                .await
-        });
-        self.typed(CALL, r.await?)
+        self.instance_types("get-instance-types", pool, class).await
     }
 
     /// What the operator granted this plugin, limits included.
@@ -436,7 +508,8 @@ impl Plugin {
     ) -> Result<wit::Instance, CallError> {
         const CALL: &str = "create";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider()
+            b.provider
+                .karpenter_provider_provider()
                 .call_create(s, claim, class)
                 .await
         });
@@ -448,7 +521,10 @@ impl Plugin {
     pub async fn delete(&self, claim: &wit::NodeClaim) -> Result<(), CallError> {
         const CALL: &str = "delete";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider().call_delete(s, claim).await
+            b.provider
+                .karpenter_provider_provider()
+                .call_delete(s, claim)
+                .await
         });
         self.typed(CALL, r.await?)
     }
@@ -456,7 +532,8 @@ impl Plugin {
     pub async fn get(&self, provider_id: &str) -> Result<wit::Instance, CallError> {
         const CALL: &str = "get";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider()
+            b.provider
+                .karpenter_provider_provider()
                 .call_get(s, provider_id)
                 .await
         });
@@ -468,7 +545,10 @@ impl Plugin {
     pub async fn list(&self) -> Result<Vec<wit::Instance>, CallError> {
         const CALL: &str = "list-instances";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider().call_list_instances(s).await
+            b.provider
+                .karpenter_provider_provider()
+                .call_list_instances(s)
+                .await
         });
         let instances = self.typed(CALL, r.await?)?;
         for i in &instances {
@@ -484,7 +564,8 @@ impl Plugin {
     ) -> Result<Option<String>, CallError> {
         const CALL: &str = "is-drifted";
         let r = self.call(CALL, async |s, b| {
-            b.karpenter_provider_provider()
+            b.provider
+                .karpenter_provider_provider()
                 .call_is_drifted(s, claim, class)
                 .await
         });
@@ -493,7 +574,8 @@ impl Plugin {
 
     pub async fn repair_policies(&self) -> Result<Vec<wit::RepairPolicy>, CallError> {
         self.call("repair-policies", async |s, b| {
-            b.karpenter_provider_provider()
+            b.provider
+                .karpenter_provider_provider()
                 .call_repair_policies(s)
                 .await
         })

@@ -149,9 +149,11 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         r.trivial_call_us
                     );
                     outln!(
-                        "get-instance-types ({} types)   {:>9.1} us",
+                        "get-instance-types ({} types)   {:>9.1} us compact catalog, {:.1} us listed ({:.1}x)",
                         r.instance_types,
-                        r.get_instance_types_us
+                        r.get_instance_types_us,
+                        r.listed_instance_types_us,
+                        r.listed_instance_types_us / r.get_instance_types_us
                     );
                     outln!(
                         "{} concurrent creates, {:.1} s HTTP each: {:.2} s in total",
@@ -166,6 +168,10 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 ),
             }
             for f in &report.get_instance_types_by_plugin {
+                if let Some(why) = &f.not_measured {
+                    outln!("get-instance-types {:<10} not measured: {why}", f.plugin);
+                    continue;
+                }
                 outln!(
                     "get-instance-types {:<10} ({} types, default NodeClass): cold {:.1} us, warm {:.1} us",
                     f.plugin,

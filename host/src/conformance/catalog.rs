@@ -81,8 +81,14 @@ fn each(types: &[wit::InstanceType], property: Property) -> Result<String, Strin
                 .map(|e| format!("instance type {:?}: {e:#}", it.name))
         })
         .collect();
+    verdict(&failures, types.len())
+}
+
+/// Passes with the count of instance types, or fails naming the first few
+/// offenders and counting the rest.
+fn verdict(failures: &[String], types: usize) -> Result<String, String> {
     if failures.is_empty() {
-        return Ok(format!("{} instance types", types.len()));
+        return Ok(format!("{types} instance types"));
     }
     let mut message = failures
         .iter()
@@ -92,9 +98,8 @@ fn each(types: &[wit::InstanceType], property: Property) -> Result<String, Strin
         .join("\n");
     if failures.len() > SHOWN {
         message.push_str(&format!(
-            "\n... and {} more of {} instance types",
-            failures.len() - SHOWN,
-            types.len()
+            "\n... and {} more of {types} instance types",
+            failures.len() - SHOWN
         ));
     }
     Err(message)
@@ -159,4 +164,68 @@ fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A plugin that exports the compact catalog (contract 0.1.2) is asked it
+/// instead of get-instance-types; both must describe the same instance types.
+/// `listed` is get-instance-types' own answer, `None` for a plugin without
+/// the export.
+pub(super) fn compact_matches(
+    report: &mut Report,
+    types: &Result<Vec<wit::InstanceType>, String>,
+    listed: Option<Result<Vec<wit::InstanceType>, String>>,
+) {
+    const ID: &str = "compact-catalog";
+    const TITLE: &str = "get-catalog and get-instance-types list the same instance types";
+    let Some(listed) = listed else {
+        report.push(
+            ID,
+            TITLE,
+            Ok("no catalog export (a contract before 0.1.2): get-instance-types is used".into()),
+        );
+        return;
+    };
+    let Ok(types) = types else {
+        report.skip(ID, TITLE, CATALOG);
+        return;
+    };
+    let result = listed
+        .map_err(|e| format!("get-instance-types failed where get-catalog answered: {e}"))
+        .and_then(|listed| same_types(types, &listed));
+    report.push(ID, TITLE, result);
+}
+
+fn same_types(
+    compact: &[wit::InstanceType],
+    listed: &[wit::InstanceType],
+) -> Result<String, String> {
+    let by_name = |types: &[wit::InstanceType]| {
+        types
+            .iter()
+            .map(|it| {
+                (
+                    it.name.clone(),
+                    serde_json::to_value(it).unwrap_or_default(),
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (compact_types, listed_types) = (by_name(compact), by_name(listed));
+    let differing: Vec<String> = compact_types
+        .keys()
+        .chain(listed_types.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(
+            |name| match (compact_types.get(name), listed_types.get(name)) {
+                (Some(a), Some(b)) if a == b => None,
+                (Some(_), Some(_)) => Some(format!("instance type {name:?} differs")),
+                (Some(_), None) => Some(format!("instance type {name:?} is only in get-catalog")),
+                (None, _) => Some(format!(
+                    "instance type {name:?} is only in get-instance-types"
+                )),
+            },
+        )
+        .collect();
+    verdict(&differing, compact.len())
 }

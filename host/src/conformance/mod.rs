@@ -117,6 +117,19 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         .await
         .map_err(|e| e.to_string());
     catalog::check(&mut report, &types);
+    let listed = match plugin.has_catalog() {
+        true => Some(
+            calls
+                .track(
+                    "get-instance-types",
+                    plugin.listed_instance_types(&pool, &class),
+                )
+                .await
+                .map_err(|e| e.to_string()),
+        ),
+        false => None,
+    };
+    catalog::compact_matches(&mut report, &types, listed);
 
     let catalog_failed = types.is_err();
     let types = types.unwrap_or_default();

@@ -179,6 +179,25 @@ async fn an_insufficient_capacity_must_name_the_offerings_that_failed() {
     assert!(why.contains("naming no offering"), "{why}");
 }
 
+/// The compact catalog is what the host uses, so it must say what
+/// get-instance-types says, and a bad index in it fails the call, not the host.
+#[tokio::test]
+async fn a_compact_catalog_must_match_the_listed_one() {
+    let report = test("broken", &[("MODE", "catalog-differs")], None).await;
+    assert_eq!(report.failed(), ["compact-catalog"], "{report}");
+    assert!(
+        failure(&report, "compact-catalog").contains("instance type \"large\" differs"),
+        "{report}"
+    );
+    let report = test("broken", &[("MODE", "catalog-bad-index")], None).await;
+    let why = failure(&report, "get-instance-types");
+    assert!(
+        why.contains("returned an invalid result: instance type 0: string index")
+            && why.contains("out of range"),
+        "{why}"
+    );
+}
+
 /// A call stopped at the memory limit is the sandbox's verdict, not a typed
 /// error the plugin forgot.
 #[tokio::test]

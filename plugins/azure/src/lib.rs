@@ -656,6 +656,9 @@ fn list_all(
     Ok(out)
 }
 
+/// get-catalog is get-instance-types, interned.
+impl CompactCatalog for Azure {}
+
 // Exported only in the component: natively the crate is a library of the
 // pure modules (tests, the emulator), and the export symbols do not link.
 #[cfg(target_arch = "wasm32")]

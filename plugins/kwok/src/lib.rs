@@ -15,6 +15,7 @@ mod catalog;
 mod karpenter_json;
 mod nodes;
 
+use karpenter_plugin_sdk::catalog::{Catalog, compact, string as catalog_string};
 use karpenter_plugin_sdk::prelude::*;
 
 pub const GROUP: &str = "karpenter.kwok.sh";
@@ -127,16 +128,12 @@ impl Guest for Kwok {
 /// synthetic one.
 fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
     let unavailable = cache::keys("unavailable/");
-    let base: Box<dyn Iterator<Item = InstanceType>> = match imported() {
-        Some(Ok(types)) => Box::new(types.iter().cloned()),
+    let base = match imported() {
+        Some(Ok(types)) => types,
         Some(Err(e)) => return Err(fatal(e.clone())),
-        None => Box::new(
-            catalog::shapes()
-                .into_iter()
-                .map(|s| catalog::instance_type(&s)),
-        ),
+        None => synthetic(),
     };
-    Ok(base.map(move |mut it| {
+    Ok(base.iter().cloned().map(move |mut it| {
         for o in &mut it.offerings {
             let key = catalog::unavailable_key(&it.name, &o.zone, &o.capacity_type);
             if unavailable.binary_search(&key).is_ok() {
@@ -145,6 +142,50 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
         }
         it
     }))
+}
+
+/// The compact catalog is built once per instance; each call copies it and
+/// marks what recently failed.
+impl CompactCatalog for Kwok {
+    fn get_catalog(_pool: NodePool, class: NodeClass) -> Result<Catalog, Error> {
+        ensure_kind(&class, GROUP, KIND)?;
+        static COMPACT: std::sync::OnceLock<Result<Catalog, String>> = std::sync::OnceLock::new();
+        let base = COMPACT
+            .get_or_init(|| match imported() {
+                Some(Ok(types)) => Ok(compact(types)),
+                Some(Err(e)) => Err(e.clone()),
+                None => Ok(compact(synthetic())),
+            })
+            .as_ref()
+            .map_err(|e| fatal(e.clone()))?;
+        let mut out = base.clone();
+        let unavailable = cache::keys("unavailable/");
+        if !unavailable.is_empty() {
+            for it in &mut out.instance_types {
+                let name = catalog_string(base, it.name);
+                for o in &mut it.offerings {
+                    let zone = catalog_string(base, o.zone);
+                    let capacity_type = catalog_string(base, o.capacity_type);
+                    let key = catalog::unavailable_key(name, zone, capacity_type);
+                    if unavailable.binary_search(&key).is_ok() {
+                        o.available = false;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The built-in catalog, built once per instance.
+fn synthetic() -> &'static [InstanceType] {
+    static SYNTHETIC: std::sync::OnceLock<Vec<InstanceType>> = std::sync::OnceLock::new();
+    SYNTHETIC.get_or_init(|| {
+        catalog::shapes()
+            .iter()
+            .map(catalog::instance_type)
+            .collect()
+    })
 }
 
 /// The INSTANCE_TYPES catalog, parsed once per instance: instances are reused

@@ -433,6 +433,9 @@ impl Guest for Nebius {
     }
 }
 
+/// get-catalog is get-instance-types, interned.
+impl CompactCatalog for Nebius {}
+
 // Natively (unit tests, the emulator) there is no component to export into.
 #[cfg(target_arch = "wasm32")]
 karpenter_plugin_sdk::export!(Nebius);

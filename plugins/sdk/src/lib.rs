@@ -1,7 +1,7 @@
 //! The Rust SDK for karpenter provider plugins.
 //!
-//! A provider is a WebAssembly component implementing the `provider-plugin`
-//! world of `wit/v0.1.1/provider.wit`. This crate holds the generated bindings
+//! A provider is a WebAssembly component implementing the
+//! `provider-plugin-with-catalog` world of `wit/v0.1.2/provider.wit`. This crate holds the generated bindings
 //! plus the helpers most providers need, so a provider is mostly its own cloud
 //! logic:
 //!
@@ -9,6 +9,7 @@
 //! use karpenter_plugin_sdk::prelude::*;
 //! struct MyCloud;
 //! impl Guest for MyCloud { /* metadata, get_instance_types, create, ... */ }
+//! impl CompactCatalog for MyCloud {} // get-catalog from get_instance_types
 //! karpenter_plugin_sdk::export!(MyCloud);
 //! ```
 //!
@@ -16,14 +17,15 @@
 
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.1",
-        world: "provider-plugin",
+        path: "../../wit/v0.1.2",
+        world: "provider-plugin-with-catalog",
         generate_all,
         pub_export_macro: true,
         default_bindings_module: "karpenter_plugin_sdk::bindings",
     });
 }
 
+pub mod catalog;
 pub mod errors;
 pub mod http;
 pub mod leftovers;
@@ -48,6 +50,7 @@ pub mod prelude {
         Requirement, Taint, TaintEffect,
     };
     pub use crate::bindings::karpenter::provider::{cache, cluster, config, signing, tokens};
+    pub use crate::catalog::CompactCatalog;
     pub use crate::errors::*;
     pub use crate::labels;
     pub use crate::leftovers::leftover;

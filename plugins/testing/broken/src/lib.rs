@@ -16,7 +16,10 @@
 //! - `any-kind`: a NodeClass of any kind is Ready;
 //! - `out-of-capacity`: every create fails with insufficient-capacity naming
 //!   the offering it tried, as the contract asks;
-//! - `out-of-capacity-unnamed`: the same, naming no offering.
+//! - `out-of-capacity-unnamed`: the same, naming no offering;
+//! - `catalog-differs`: get-catalog prices every offering a cent above what
+//!   get-instance-types lists;
+//! - `catalog-bad-index`: get-catalog names a string that is not there.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use karpenter_plugin_sdk::prelude::*;
@@ -243,6 +246,27 @@ fn catalog(mode: &str) -> Vec<InstanceType> {
             }
         })
         .collect()
+}
+
+impl CompactCatalog for Broken {
+    fn get_catalog(
+        p: NodePool,
+        c: NodeClass,
+    ) -> Result<karpenter_plugin_sdk::catalog::Catalog, Error> {
+        let mut catalog = karpenter_plugin_sdk::catalog::compact(&Self::get_instance_types(p, c)?);
+        match mode().as_str() {
+            "catalog-differs" => {
+                for it in &mut catalog.instance_types {
+                    for o in &mut it.offerings {
+                        o.price += 0.01;
+                    }
+                }
+            }
+            "catalog-bad-index" => catalog.instance_types[0].name = catalog.strings.len() as u32,
+            _ => {}
+        }
+        Ok(catalog)
+    }
 }
 
 // Natively (unit tests) there is no component to export into.

@@ -252,6 +252,9 @@ fn one(price: f64) -> InstanceType {
     }
 }
 
+/// get-catalog is get-instance-types, interned.
+impl CompactCatalog for Misbehave {}
+
 // Natively (unit tests) there is no component to export into.
 #[cfg(target_arch = "wasm32")]
 karpenter_plugin_sdk::export!(Misbehave);
