@@ -31,6 +31,6 @@ pub use bindings::wit;
 pub use compile::{Compiler, Tier, compile_stdin_to_stdout};
 pub use config::PluginConfig;
 pub use plugin::{CallError, InvalidMetadata, Plugin};
-pub use registry::{Registry, ReloadReport};
+pub use registry::{Registry, ReloadReport, decompress as decompress_plugin};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use source::SourceRoots;

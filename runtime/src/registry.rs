@@ -435,7 +435,8 @@ fn source_of(dir: &Dir, name: &str) -> Option<Source> {
 /// Far above any plugin (they are a few MiB at most), far below harm.
 const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 
-fn decompress(compressed: &[u8]) -> anyhow::Result<Vec<u8>> {
+/// A `.wasm.zst` plugin decompressed, bounded by the largest plugin size.
+pub fn decompress(compressed: &[u8]) -> anyhow::Result<Vec<u8>> {
     use std::io::Read;
     let mut out = Vec::new();
     zstd::stream::read::Decoder::new(compressed)?

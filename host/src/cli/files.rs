@@ -28,6 +28,26 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
         .with_context(|| format!("reading {}", path.display()))
 }
 
+/// A plugin file's name (without `.wasm` or `.wasm.zst`) and its component,
+/// decompressed when it is `.wasm.zst`.
+pub fn read_plugin(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
+    let bytes = read(path)?;
+    let file = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some(name) = file.strip_suffix(".wasm.zst") {
+        let wasm = karpenter_runtime::decompress_plugin(&bytes)
+            .with_context(|| format!("decompressing {}", path.display()))?;
+        return Ok((name.to_string(), wasm));
+    }
+    let name = file.strip_suffix(".wasm").unwrap_or(&file);
+    Ok((
+        if name.is_empty() { "plugin" } else { name }.to_string(),
+        bytes,
+    ))
+}
+
 pub fn read_to_string(path: &Path) -> anyhow::Result<String> {
     let (dir, name) = open_parent(path)?;
     dir.read_to_string(&name)

@@ -102,14 +102,10 @@ pub async fn load_file(
     file: &Path,
     config: Option<&Path>,
 ) -> anyhow::Result<(Arc<Runtime>, Plugin)> {
-    let wasm = files::read(file)?;
-    let name = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "plugin".into());
+    let (name, wasm) = files::read_plugin(file)?;
     let config_path = config
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| file.with_extension("yaml"));
+        .unwrap_or_else(|| file.with_file_name(format!("{name}.yaml")));
     let config = match files::read_to_string(&config_path) {
         Ok(text) => {
             PluginConfig::from_yaml(&text).with_context(|| format!("{}", config_path.display()))?

@@ -38,7 +38,8 @@ pub async fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
     let (_, plugin) = load_file(&args.file, None)
         .await
         .with_context(|| format!("{} is not a plugin this host can load", args.file.display()))?;
-    let wasm = files::read(&args.file)?;
+    // The artifact holds the component itself, never its compressed file.
+    let (_, wasm) = files::read_plugin(&args.file)?;
     let config = artifact_config(
         &wasm,
         inspect::exports(&plugin.component()),

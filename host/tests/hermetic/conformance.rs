@@ -313,6 +313,29 @@ fn plugin_call_speaks_the_contracts_names() {
     );
 }
 
+/// A `.wasm.zst` plugin, as the plugin directory takes it, is one the CLI
+/// inspects and calls too, under its name without the suffixes.
+#[test]
+fn the_cli_reads_a_compressed_plugin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wasm = std::fs::read(common::plugin_path("kwok")).expect("kwok.wasm");
+    let file = dir.path().join("kwok.wasm.zst");
+    std::fs::write(&file, zstd::encode_all(&wasm[..], 3).expect("zstd")).expect("write");
+    let out = plugin_cli("inspect", &[file.as_ref()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("kwok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = plugin_cli("call", &[file.as_ref(), "repair-policies".as_ref()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `karpenter plugin inspect ... | head`: the reader going away ends the
 /// command quietly, with no panic on stderr (`println!` panicked there).
 #[test]
