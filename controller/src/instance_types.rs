@@ -73,7 +73,7 @@ impl InstanceTypeCache {
         let asked = plugin.get_instance_types(&wit_pool, class);
         let fetched = match tokio::time::timeout(self.deadline, asked).await {
             Ok(answer) => answer.map_err(anyhow::Error::from).and_then(|types| {
-                catalog(&types).with_context(|| format!("plugin {}", plugin.name))
+                catalog(types).with_context(|| format!("plugin {}", plugin.name))
             }),
             Err(_) => Err(anyhow::anyhow!(
                 "plugin {} did not list instance types within {:?}",

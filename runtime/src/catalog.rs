@@ -1,97 +1,117 @@
 //! The compact catalog (`catalog.get-catalog`, contract 0.1.2) expanded into
 //! the instance types `provider.get-instance-types` would have listed. Every
-//! index is checked: a plugin's bad index fails its call, never the host.
+//! index is checked first: a plugin's bad index fails its call, never the
+//! host, and the expansion itself then only copies.
 
 use super::bindings::catalog::{Catalog, CatalogRequirement};
 use super::bindings::wit;
-use anyhow::{Context, anyhow};
+use anyhow::ensure;
 
 pub fn expand(catalog: &Catalog) -> anyhow::Result<Vec<wit::InstanceType>> {
-    let string = |i: u32| -> anyhow::Result<String> {
-        catalog.strings.get(i as usize).cloned().ok_or_else(|| {
-            anyhow!(
-                "string index {i} out of range ({} strings)",
-                catalog.strings.len()
-            )
-        })
-    };
-    let requirements = catalog
+    check_indices(catalog)?;
+    let string = |i: u32| catalog.strings[i as usize].clone();
+    let requirements: Vec<wit::Requirement> = catalog
         .requirements
         .iter()
-        .enumerate()
-        .map(|(i, r)| requirement(r, &string).with_context(|| format!("requirement {i}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let requirement = |i: &u32| -> anyhow::Result<wit::Requirement> {
-        requirements.get(*i as usize).cloned().ok_or_else(|| {
-            anyhow!(
-                "requirement index {i} out of range ({} requirements)",
-                requirements.len()
-            )
+        .map(|r| wit::Requirement {
+            key: string(r.key),
+            operator: r.operator,
+            values: r.values.iter().map(|v| string(*v)).collect(),
+            min_values: r.min_values,
         })
-    };
-    let resources = |list: &[(u32, u32)]| -> anyhow::Result<wit::ResourceList> {
+        .collect();
+    let requirement_list = |list: &[u32]| -> Vec<wit::Requirement> {
         list.iter()
-            .map(|(name, quantity)| Ok((string(*name)?, string(*quantity)?)))
+            .map(|i| requirements[*i as usize].clone())
             .collect()
     };
-    catalog
+    let resources = |list: &[(u32, u32)]| -> wit::ResourceList {
+        list.iter()
+            .map(|(name, quantity)| (string(*name), string(*quantity)))
+            .collect()
+    };
+    Ok(catalog
         .instance_types
         .iter()
-        .enumerate()
-        .map(|(i, it)| {
-            let expanded = || -> anyhow::Result<wit::InstanceType> {
-                Ok(wit::InstanceType {
-                    name: string(it.name)?,
-                    requirements: it
-                        .requirements
-                        .iter()
-                        .map(requirement)
-                        .collect::<Result<_, _>>()?,
-                    offerings: it
-                        .offerings
-                        .iter()
-                        .map(|o| {
-                            Ok(wit::Offering {
-                                zone: string(o.zone)?,
-                                capacity_type: string(o.capacity_type)?,
-                                price: o.price,
-                                available: o.available,
-                                reservation_capacity: o.reservation_capacity,
-                                requirements: o
-                                    .requirements
-                                    .iter()
-                                    .map(requirement)
-                                    .collect::<Result<_, _>>()?,
-                            })
-                        })
-                        .collect::<anyhow::Result<_>>()?,
-                    capacity: resources(&it.capacity).context("capacity")?,
-                    overhead: wit::Overhead {
-                        kube_reserved: resources(&it.kube_reserved).context("kube-reserved")?,
-                        system_reserved: resources(&it.system_reserved)
-                            .context("system-reserved")?,
-                        eviction_threshold: resources(&it.eviction_threshold)
-                            .context("eviction-threshold")?,
-                    },
+        .map(|it| wit::InstanceType {
+            name: string(it.name),
+            requirements: requirement_list(&it.requirements),
+            offerings: it
+                .offerings
+                .iter()
+                .map(|o| wit::Offering {
+                    zone: string(o.zone),
+                    capacity_type: string(o.capacity_type),
+                    price: o.price,
+                    available: o.available,
+                    reservation_capacity: o.reservation_capacity,
+                    requirements: requirement_list(&o.requirements),
                 })
-            };
-            expanded().with_context(|| format!("instance type {i}"))
+                .collect(),
+            capacity: resources(&it.capacity),
+            overhead: wit::Overhead {
+                kube_reserved: resources(&it.kube_reserved),
+                system_reserved: resources(&it.system_reserved),
+                eviction_threshold: resources(&it.eviction_threshold),
+            },
         })
-        .collect()
+        .collect())
 }
 
-fn requirement(
-    r: &CatalogRequirement,
-    string: &impl Fn(u32) -> anyhow::Result<String>,
-) -> anyhow::Result<wit::Requirement> {
-    Ok(wit::Requirement {
-        key: string(r.key)?,
-        operator: r.operator,
-        values: r
-            .values
+/// Every string and requirement index is in range; the error names the first
+/// that is not and where it is.
+fn check_indices(catalog: &Catalog) -> anyhow::Result<()> {
+    let strings = catalog.strings.len();
+    let requirements = catalog.requirements.len();
+    let string = |i: u32, what: &dyn Fn() -> String| {
+        ensure!(
+            (i as usize) < strings,
+            "{}: string index {i} out of range ({strings} strings)",
+            what()
+        );
+        Ok(())
+    };
+    let requirement = |i: u32, what: &dyn Fn() -> String| {
+        ensure!(
+            (i as usize) < requirements,
+            "{}: requirement index {i} out of range ({requirements} requirements)",
+            what()
+        );
+        Ok(())
+    };
+    for (n, r) in catalog.requirements.iter().enumerate() {
+        let what = || format!("requirement {n}");
+        requirement_strings(r).try_for_each(|i| string(i, &what))?;
+    }
+    for (n, it) in catalog.instance_types.iter().enumerate() {
+        let what = || format!("instance type {n}");
+        string(it.name, &what)?;
+        it.requirements
             .iter()
-            .map(|v| string(*v))
-            .collect::<Result<_, _>>()?,
-        min_values: r.min_values,
-    })
+            .try_for_each(|i| requirement(*i, &what))?;
+        for o in &it.offerings {
+            string(o.zone, &what)?;
+            string(o.capacity_type, &what)?;
+            o.requirements
+                .iter()
+                .try_for_each(|i| requirement(*i, &what))?;
+        }
+        [
+            &it.capacity,
+            &it.kube_reserved,
+            &it.system_reserved,
+            &it.eviction_threshold,
+        ]
+        .into_iter()
+        .flatten()
+        .try_for_each(|(name, quantity)| {
+            string(*name, &what)?;
+            string(*quantity, &what)
+        })?;
+    }
+    Ok(())
+}
+
+fn requirement_strings(r: &CatalogRequirement) -> impl Iterator<Item = u32> + '_ {
+    std::iter::once(r.key).chain(r.values.iter().copied())
 }

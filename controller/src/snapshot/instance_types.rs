@@ -1,62 +1,63 @@
-//! Instance types from a plugin into the engine.
+//! Instance types from a plugin into the engine. The plugin's answer is
+//! consumed: its strings move into the engine's types, never copied.
 
 use anyhow::Context;
 use engine::{InstanceType, Offering, Overhead, Requirement, ResourceList};
 use karpenter_runtime::wit;
 use std::sync::Arc;
 
-pub fn requirement(r: &wit::Requirement) -> Requirement {
+fn requirement(r: wit::Requirement) -> Requirement {
     Requirement {
-        key: r.key.clone(),
+        key: r.key,
         operator: r.operator.into(),
-        values: r.values.clone(),
+        values: r.values,
         min_values: r.min_values,
     }
 }
 
-pub fn resources(list: &[(String, String)]) -> anyhow::Result<ResourceList> {
-    list.iter()
+fn resources(list: wit::ResourceList) -> anyhow::Result<ResourceList> {
+    list.into_iter()
         .map(|(k, v)| {
-            Ok((
-                k.clone(),
-                engine::parse_resource(k, v).with_context(|| format!("resource {k}"))?,
-            ))
+            let quantity =
+                engine::parse_resource(&k, &v).with_context(|| format!("resource {k}"))?;
+            Ok((k, quantity))
         })
         .collect()
 }
 
 /// A plugin's catalog, converted once and shared by every snapshot built
 /// from it.
-pub fn catalog(types: &[wit::InstanceType]) -> anyhow::Result<Arc<[InstanceType]>> {
-    types.iter().map(instance_type).collect()
+pub fn catalog(types: Vec<wit::InstanceType>) -> anyhow::Result<Arc<[InstanceType]>> {
+    types.into_iter().map(instance_type).collect()
 }
 
-pub fn instance_type(it: &wit::InstanceType) -> anyhow::Result<InstanceType> {
+fn instance_type(it: wit::InstanceType) -> anyhow::Result<InstanceType> {
+    let name = it.name;
     let build = || -> anyhow::Result<InstanceType> {
         Ok(InstanceType {
-            name: it.name.clone(),
-            requirements: it.requirements.iter().map(requirement).collect(),
+            name: name.clone(),
+            requirements: it.requirements.into_iter().map(requirement).collect(),
             offerings: it
                 .offerings
-                .iter()
+                .into_iter()
                 .map(|o| Offering {
-                    zone: Some(o.zone.clone()),
-                    capacity_type: o.capacity_type.clone(),
+                    zone: Some(o.zone),
+                    capacity_type: o.capacity_type,
                     price: o.price,
                     available: o.available,
                     reservation_capacity: o.reservation_capacity,
-                    requirements: o.requirements.iter().map(requirement).collect(),
+                    requirements: o.requirements.into_iter().map(requirement).collect(),
                 })
                 .collect(),
-            capacity: resources(&it.capacity).context("capacity")?,
+            capacity: resources(it.capacity).context("capacity")?,
             overhead: Overhead {
-                kube_reserved: resources(&it.overhead.kube_reserved).context("kube-reserved")?,
-                system_reserved: resources(&it.overhead.system_reserved)
+                kube_reserved: resources(it.overhead.kube_reserved).context("kube-reserved")?,
+                system_reserved: resources(it.overhead.system_reserved)
                     .context("system-reserved")?,
-                eviction_threshold: resources(&it.overhead.eviction_threshold)
+                eviction_threshold: resources(it.overhead.eviction_threshold)
                     .context("eviction-threshold")?,
             },
         })
     };
-    build().with_context(|| format!("instance type {}", it.name))
+    build().with_context(|| format!("instance type {name}"))
 }

@@ -36,6 +36,9 @@ pub struct RuntimeFigures {
     pub get_instance_types_us: f64,
     /// Through get-instance-types' list of records.
     pub listed_instance_types_us: f64,
+    /// get-instance-types and the conversion into the engine's catalog, as
+    /// the controller asks it.
+    pub into_engine_us: f64,
     pub concurrent_creates: usize,
     pub create_http_wait_s: f64,
     pub concurrent_creates_total_s: f64,
@@ -239,6 +242,13 @@ async fn measure(
         plugin.get_instance_types(&pool, &class).await?;
     }
     let get_instance_types_us = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+    // What the controller does with it: the engine's catalog.
+    let t = Instant::now();
+    for _ in 0..rounds {
+        let types = plugin.get_instance_types(&pool, &class).await?;
+        karpenter_controller::snapshot::instance_types::catalog(types)?;
+    }
+    let into_engine_us = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
     // The same catalog through get-instance-types' list, checked the same way.
     let t = Instant::now();
     for _ in 0..rounds {
@@ -269,6 +279,7 @@ async fn measure(
         instance_types,
         get_instance_types_us,
         listed_instance_types_us,
+        into_engine_us,
         concurrent_creates: opts.creates,
         create_http_wait_s: opts.http_wait.as_secs_f64(),
         concurrent_creates_total_s,

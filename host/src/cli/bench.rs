@@ -156,6 +156,10 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         r.listed_instance_types_us / r.get_instance_types_us
                     );
                     outln!(
+                        "  into the engine's catalog       {:>9.1} us",
+                        r.into_engine_us
+                    );
+                    outln!(
                         "{} concurrent creates, {:.1} s HTTP each: {:.2} s in total",
                         r.concurrent_creates,
                         r.create_http_wait_s,

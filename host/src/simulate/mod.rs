@@ -141,7 +141,7 @@ async fn engine_pool(
     let name = np.metadata.name.as_deref().unwrap_or_default();
     let types = instance_types(np, state, registry).await?;
     let catalog =
-        snapshot::instance_types::catalog(&types).with_context(|| format!("nodepool {name}"))?;
+        snapshot::instance_types::catalog(types).with_context(|| format!("nodepool {name}"))?;
     snapshot::nodepools::node_pool(np, catalog)
 }
 
