@@ -234,6 +234,13 @@ async fn create_replacements(
             .await
             .map_err(anyhow::Error::from)?;
         let name = made.name_any();
+        ctx.events
+            .normal(
+                &made,
+                "DisruptionLaunching",
+                format!("Launching NodeClaim: {}", cmd.reason.as_str()),
+            )
+            .await;
         ctx.nominations.nominate(&name, Instant::now());
         ctx.unseen_claims.created([name.clone()], Instant::now());
         ctx.metrics

@@ -438,6 +438,16 @@ async fn a_node_pool_change_drifts_and_replaces_its_nodes() {
             .any(|e| e == "DisruptionTerminating: Disrupting NodeClaim: Drifted"),
         "the old NodeClaim says it drifted"
     );
+    let mut launched = Vec::new();
+    for claim in claim_names(client, pool).await {
+        launched.extend(events_of(client, &claim).await);
+    }
+    assert!(
+        launched
+            .iter()
+            .any(|e| e == "DisruptionLaunching: Launching NodeClaim: Drifted"),
+        "a replacement says what it was launched for: {launched:?}"
+    );
     clean_up(client, ns, pool).await;
 }
 
