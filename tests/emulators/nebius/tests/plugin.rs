@@ -1,8 +1,8 @@
 //! The real Nebius plugin (built by the test build) in
 //! the host's runtime against the emulator, over h2c gRPC through the host's
 //! outbound HTTP: auth, instance types, create (idempotent), get, list,
-//! delete, capacity and quota failures, and WireGuard addresses under 50
-//! concurrent launches.
+//! delete, capacity and quota failures, WireGuard addresses under 50
+//! concurrent launches, and the conformance kit.
 //!
 //! With `KARPENTER_TEST_CLUSTER=NAME` (a cluster from `tests/cluster/up
 //! NAME`) the emulator registers each instance's Node there and the test
@@ -249,6 +249,32 @@ fn label<'a>(it: &'a wit::InstanceType, key: &str) -> Option<&'a str> {
         .iter()
         .find(|r| r.key == key)
         .map(|r| r.values[0].as_str())
+}
+
+#[tokio::test]
+async fn the_nebius_plugin_passes_the_conformance_kit_against_the_emulator() {
+    let s = setup(
+        Options {
+            page_size: 2,
+            ..Options::default()
+        },
+        nebius_emulator::iam::test_credentials(),
+        &[],
+    )
+    .await;
+    let class: serde_json::Value = serde_json::from_str(&class(None).json).expect("json");
+    let options = karpenter::conformance::Options {
+        node_class: Some(class),
+        ..karpenter::conformance::Options::default()
+    };
+    let report = karpenter::conformance::run(&s.plugin, &options).await;
+    eprintln!("{report}");
+    assert!(report.passed(), "{report}");
+    assert!(
+        s.emulator.instances().is_empty(),
+        "the kit deleted what it made: {:?}",
+        s.emulator.instances()
+    );
 }
 
 #[tokio::test]
