@@ -130,7 +130,7 @@ mod tests {
             (
                 "0.1.2",
                 include_str!("../../wit/v0.1.2/provider.wit"),
-                "800c97ccf272ac928880a3e6b4e28c697a1139cf251f70549d33ebe6c88d5901",
+                "51bb83096c5852c29a38bb83da0cc159c3023cb3883096a399ae5221c2a67089",
             ),
         ];
         for (version, wit, sha256) in released {

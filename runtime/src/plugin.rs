@@ -444,17 +444,19 @@ impl Plugin {
         pool: &wit::NodePool,
         class: &wit::NodeClass,
     ) -> Result<Vec<wit::InstanceType>, CallError> {
-        let r = self.call(call, async |s, b| match &b.catalog {
-            Some(catalog) => Ok(catalog
-                .call_get_catalog(s, pool, class)
-                .await?
-                .map(Answer::Compact)),
-            None => Ok(b
-                .provider
+        let r = self.call(call, async |s, b| {
+            if let Some(catalog) = &b.catalog {
+                match catalog.call_get_catalog(&mut *s, pool, class).await? {
+                    Ok(Some(compact)) => return Ok(Ok(Answer::Compact(compact))),
+                    Ok(None) => {}
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            Ok(b.provider
                 .karpenter_provider_provider()
                 .call_get_instance_types(s, pool, class)
                 .await?
-                .map(Answer::Listed)),
+                .map(Answer::Listed))
         });
         match self.typed(call, r.await?)? {
             Answer::Listed(types) => Ok(types),

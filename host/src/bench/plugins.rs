@@ -52,6 +52,8 @@ pub struct PluginFigures {
     /// The first call after a load (a fresh instance), averaged over loads.
     pub cold_us: f64,
     pub warm_us: f64,
+    /// Warm, through get-instance-types' list (plugins with a compact catalog).
+    pub listed_us: Option<f64>,
     /// Why there are no figures (a plugin that refuses an empty NodeClass).
     pub not_measured: Option<String>,
 }
@@ -107,6 +109,7 @@ pub async fn run(opts: Options<'_>) -> anyhow::Result<Report> {
                     instance_types: 0,
                     cold_us: f64::NAN,
                     warm_us: f64::NAN,
+                    listed_us: None,
                     not_measured: Some(format!("{e:#}")),
                 },
             });
@@ -169,11 +172,24 @@ async fn per_plugin(name: &str, wasm: &[u8], scratch: &Path) -> anyhow::Result<P
     for _ in 0..rounds {
         plugin.get_instance_types(&pool, &class).await?;
     }
+    let warm_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds);
+    // Without the compact catalog, where the plugin has one.
+    let listed_us = if plugin.has_catalog() {
+        let t = Instant::now();
+        for _ in 0..rounds {
+            let types = plugin.listed_instance_types(&pool, &class).await?;
+            karpenter_runtime::validate::instance_types(&types)?;
+        }
+        Some(t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds))
+    } else {
+        None
+    };
     Ok(PluginFigures {
         plugin: name.to_string(),
         instance_types,
         cold_us: cold.as_secs_f64() * 1e6 / f64::from(loads),
-        warm_us: t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds),
+        warm_us,
+        listed_us,
         not_measured: None,
     })
 }

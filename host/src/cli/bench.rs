@@ -177,11 +177,14 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                     continue;
                 }
                 outln!(
-                    "get-instance-types {:<10} ({} types, default NodeClass): cold {:.1} us, warm {:.1} us",
+                    "get-instance-types {:<10} ({} types, default NodeClass): cold {:.1} us, warm {:.1} us{}",
                     f.plugin,
                     f.instance_types,
                     f.cold_us,
-                    f.warm_us
+                    f.warm_us,
+                    f.listed_us
+                        .map(|l| format!(" (listed {l:.1} us)"))
+                        .unwrap_or_default()
                 );
             }
             Ok(ExitCode::SUCCESS)

@@ -656,7 +656,7 @@ fn list_all(
     Ok(out)
 }
 
-/// get-catalog is get-instance-types, interned.
+/// No compact catalog: the catalog is built per call, so get-instance-types is cheaper.
 impl CompactCatalog for Azure {}
 
 // Exported only in the component: natively the crate is a library of the

@@ -147,7 +147,7 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
 /// The compact catalog is built once per instance; each call copies it and
 /// marks what recently failed.
 impl CompactCatalog for Kwok {
-    fn get_catalog(_pool: NodePool, class: NodeClass) -> Result<Catalog, Error> {
+    fn get_catalog(_pool: NodePool, class: NodeClass) -> Result<Option<Catalog>, Error> {
         ensure_kind(&class, GROUP, KIND)?;
         static COMPACT: std::sync::OnceLock<Result<Catalog, String>> = std::sync::OnceLock::new();
         let base = COMPACT
@@ -173,7 +173,7 @@ impl CompactCatalog for Kwok {
                 }
             }
         }
-        Ok(out)
+        Ok(Some(out))
     }
 }
 

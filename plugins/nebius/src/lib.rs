@@ -433,7 +433,7 @@ impl Guest for Nebius {
     }
 }
 
-/// get-catalog is get-instance-types, interned.
+/// No compact catalog: the catalog is built per call, so get-instance-types is cheaper.
 impl CompactCatalog for Nebius {}
 
 // Natively (unit tests, the emulator) there is no component to export into.

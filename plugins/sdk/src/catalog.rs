@@ -1,8 +1,8 @@
-//! The compact catalog (contract 0.1.2): every SDK provider exports it. By
-//! default it is `get_instance_types` with its strings and requirements
-//! interned, which already crosses the boundary faster than the list; a
-//! provider whose catalog rarely changes builds it once and answers with a
-//! copy ([`CompactCatalog::get_catalog`]).
+//! The compact catalog (contract 0.1.2): every SDK provider exports it.
+//! By default it answers none, and the host asks `get_instance_types`:
+//! interning a catalog built per call costs more than the strings it saves.
+//! A provider whose catalog rarely changes builds it once with [`compact`]
+//! and answers with a copy ([`CompactCatalog::get_catalog`]), as kwok does.
 
 use crate::bindings::exports::karpenter::provider::catalog::Guest as CatalogGuest;
 pub use crate::bindings::exports::karpenter::provider::catalog::{
@@ -15,15 +15,16 @@ use crate::bindings::karpenter::provider::types::{
 use std::collections::HashMap;
 
 /// How a provider answers `catalog.get-catalog`. `impl CompactCatalog for
-/// MyCloud {}` keeps the default.
+/// MyCloud {}` keeps the default: none, so the host asks
+/// `get_instance_types`.
 pub trait CompactCatalog: Guest {
-    fn get_catalog(pool: NodePool, class: NodeClass) -> Result<Catalog, Error> {
-        Ok(compact(&Self::get_instance_types(pool, class)?))
+    fn get_catalog(_pool: NodePool, _class: NodeClass) -> Result<Option<Catalog>, Error> {
+        Ok(None)
     }
 }
 
 impl<T: CompactCatalog> CatalogGuest for T {
-    fn get_catalog(pool: NodePool, class: NodeClass) -> Result<Catalog, Error> {
+    fn get_catalog(pool: NodePool, class: NodeClass) -> Result<Option<Catalog>, Error> {
         <T as CompactCatalog>::get_catalog(pool, class)
     }
 }

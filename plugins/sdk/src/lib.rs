@@ -9,7 +9,7 @@
 //! use karpenter_plugin_sdk::prelude::*;
 //! struct MyCloud;
 //! impl Guest for MyCloud { /* metadata, get_instance_types, create, ... */ }
-//! impl CompactCatalog for MyCloud {} // get-catalog from get_instance_types
+//! impl CompactCatalog for MyCloud {} // no compact catalog: get_instance_types is asked
 //! karpenter_plugin_sdk::export!(MyCloud);
 //! ```
 //!

@@ -248,24 +248,27 @@ fn catalog(mode: &str) -> Vec<InstanceType> {
         .collect()
 }
 
+/// A compact catalog only in the modes that break it.
 impl CompactCatalog for Broken {
     fn get_catalog(
         p: NodePool,
         c: NodeClass,
-    ) -> Result<karpenter_plugin_sdk::catalog::Catalog, Error> {
+    ) -> Result<Option<karpenter_plugin_sdk::catalog::Catalog>, Error> {
+        let mode = mode();
+        if !mode.starts_with("catalog-") {
+            return Ok(None);
+        }
         let mut catalog = karpenter_plugin_sdk::catalog::compact(&Self::get_instance_types(p, c)?);
-        match mode().as_str() {
-            "catalog-differs" => {
-                for it in &mut catalog.instance_types {
-                    for o in &mut it.offerings {
-                        o.price += 0.01;
-                    }
+        if mode == "catalog-differs" {
+            for it in &mut catalog.instance_types {
+                for o in &mut it.offerings {
+                    o.price += 0.01;
                 }
             }
-            "catalog-bad-index" => catalog.instance_types[0].name = catalog.strings.len() as u32,
-            _ => {}
+        } else if mode == "catalog-bad-index" {
+            catalog.instance_types[0].name = catalog.strings.len() as u32;
         }
-        Ok(catalog)
+        Ok(Some(catalog))
     }
 }
 

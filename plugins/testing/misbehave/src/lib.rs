@@ -252,7 +252,7 @@ fn one(price: f64) -> InstanceType {
     }
 }
 
-/// get-catalog is get-instance-types, interned.
+/// No compact catalog.
 impl CompactCatalog for Misbehave {}
 
 // Natively (unit tests) there is no component to export into.
