@@ -483,6 +483,30 @@ impl Plugin {
         self.typed(CALL, r.await?)
     }
 
+    /// get-catalog alone, expanded: none when the plugin has no catalog
+    /// export or answers none, for the kit to tell whether it compared
+    /// anything.
+    pub async fn compact_instance_types(
+        &self,
+        pool: &wit::NodePool,
+        class: &wit::NodeClass,
+    ) -> Result<Option<Vec<wit::InstanceType>>, CallError> {
+        const CALL: &str = "get-catalog";
+        if !self.has_catalog() {
+            return Ok(None);
+        }
+        let r = self.call(CALL, async |s, b| match &b.catalog {
+            Some(catalog) => catalog.call_get_catalog(s, pool, class).await,
+            None => Ok(Ok(None)),
+        });
+        match self.typed(CALL, r.await?)? {
+            Some(compact) => super::catalog::expand(&compact)
+                .map(Some)
+                .map_err(|e| self.invalid(CALL, e)),
+            None => Ok(None),
+        }
+    }
+
     /// Whether the plugin exports the compact catalog (contract 0.1.2).
     pub fn has_catalog(&self) -> bool {
         self.code.current().catalog.is_some()

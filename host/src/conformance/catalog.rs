@@ -166,32 +166,28 @@ fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A plugin that exports the compact catalog (contract 0.1.2) is asked it
-/// instead of get-instance-types; both must describe the same instance types.
-/// `listed` is get-instance-types' own answer, `None` for a plugin without
-/// the export.
+/// A plugin's compact catalog (contract 0.1.2), when it answers one, is what
+/// the host uses, so it must list what get-instance-types lists. `compact`
+/// is get-catalog's own answer, `listed` get-instance-types' (asked only when
+/// there is a compact catalog to compare).
 pub(super) fn compact_matches(
     report: &mut Report,
-    types: &Result<Vec<wit::InstanceType>, String>,
+    compact: Result<Option<Vec<wit::InstanceType>>, String>,
     listed: Option<Result<Vec<wit::InstanceType>, String>>,
 ) {
     const ID: &str = "compact-catalog";
-    const TITLE: &str = "get-catalog and get-instance-types list the same instance types";
-    let Some(listed) = listed else {
-        report.push(
-            ID,
-            TITLE,
-            Ok("no catalog export (a contract before 0.1.2): get-instance-types is used".into()),
-        );
-        return;
+    const TITLE: &str = "a compact catalog lists what get-instance-types lists";
+    let result = match (compact, listed) {
+        (Err(e), _) => Err(e),
+        (Ok(None), _) | (Ok(Some(_)), None) => Ok(
+            "no compact catalog (no catalog export, or get-catalog answers none): get-instance-types is used"
+                .into(),
+        ),
+        (Ok(Some(_)), Some(Err(e))) => Err(format!(
+            "get-instance-types failed where get-catalog answered: {e}"
+        )),
+        (Ok(Some(compact)), Some(Ok(listed))) => same_types(&compact, &listed),
     };
-    let Ok(types) = types else {
-        report.skip(ID, TITLE, CATALOG);
-        return;
-    };
-    let result = listed
-        .map_err(|e| format!("get-instance-types failed where get-catalog answered: {e}"))
-        .and_then(|listed| same_types(types, &listed));
     report.push(ID, TITLE, result);
 }
 

@@ -117,8 +117,12 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         .await
         .map_err(|e| e.to_string());
     catalog::check(&mut report, &types);
-    let listed = match plugin.has_catalog() {
-        true => Some(
+    let compact = calls
+        .track("get-catalog", plugin.compact_instance_types(&pool, &class))
+        .await
+        .map_err(|e| e.to_string());
+    let listed = match &compact {
+        Ok(Some(_)) => Some(
             calls
                 .track(
                     "get-instance-types",
@@ -127,9 +131,9 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
                 .await
                 .map_err(|e| e.to_string()),
         ),
-        false => None,
+        _ => None,
     };
-    catalog::compact_matches(&mut report, &types, listed);
+    catalog::compact_matches(&mut report, compact, listed);
 
     let catalog_failed = types.is_err();
     let types = types.unwrap_or_default();

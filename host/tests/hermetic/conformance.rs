@@ -189,6 +189,13 @@ async fn a_compact_catalog_must_match_the_listed_one() {
         failure(&report, "compact-catalog").contains("instance type \"large\" differs"),
         "{report}"
     );
+    // Without a compact catalog there is nothing to compare, and the check
+    // says so rather than claiming a match.
+    let report = test("broken", &[], None).await;
+    match &report.get("compact-catalog").expect("checked").outcome {
+        Outcome::Pass(detail) => assert!(detail.contains("answers none"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
     let report = test("broken", &[("MODE", "catalog-bad-index")], None).await;
     let why = failure(&report, "get-instance-types");
     assert!(
