@@ -100,6 +100,17 @@ impl InstanceTypeCache {
         Ok(types)
     }
 
+    /// Asks every plugin afresh at the next use, keeping the catalogs as
+    /// stand-ins should they fail: a launch into a reservation, or its
+    /// release, changes how many instances the reservation has left.
+    pub fn expire(&self) {
+        let now = Instant::now();
+        let old = now.checked_sub(self.ttl).unwrap_or(now);
+        for (at, _) in self.lock().values_mut() {
+            *at = (*at).min(old);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -59,7 +59,7 @@ impl ValueSet {
         }
     }
 
-    fn not_in(mut values: Vec<u32>) -> Self {
+    pub(crate) fn not_in(mut values: Vec<u32>) -> Self {
         values.sort_unstable();
         values.dedup();
         ValueSet {

@@ -39,6 +39,9 @@ pub struct Options {
     pub min_values_policy: MinValuesPolicy,
     /// A new NodeClaim keeps at most this many (cheapest) instance types.
     pub max_instance_types: usize,
+    /// Karpenter's `ReservedCapacity` gate (on by default, as upstream):
+    /// when off, reserved offerings are never launched.
+    pub reserved_capacity: bool,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             preference_policy: PreferencePolicy::Respect,
             min_values_policy: MinValuesPolicy::Strict,
             max_instance_types: 600,
+            reserved_capacity: true,
         }
     }
 }
@@ -159,7 +163,10 @@ pub struct Offering {
     /// $/hour.
     pub price: f64,
     pub available: bool,
-    /// For reserved offerings: instances left; `Some(0)` makes it unusable.
+    /// For reserved offerings: instances left in the reservation, counting
+    /// what the provider launched; `Some(0)` makes it unusable. Offerings
+    /// with the same further `requirements` (with none: the same type and
+    /// zone) draw on one reservation.
     pub reservation_capacity: Option<u32>,
     /// Further offering requirements (for example a reservation id).
     pub requirements: Vec<Requirement>,
@@ -181,6 +188,9 @@ pub struct Node {
     pub node_pool: Option<String>,
     /// A NodeClaim launched but not yet registered as a Node.
     pub in_flight: bool,
+    /// A NodeClaim its provider has not launched yet: a reservation it is
+    /// narrowed to is not in the provider's count, so it holds a slot here.
+    pub awaiting_launch: bool,
 }
 
 /// A pod already on a node. Of its template, the scheduler reads what it

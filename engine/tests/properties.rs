@@ -21,6 +21,7 @@ fn random_snapshot(seed: u64) -> Snapshot {
     // Draws added later come from their own stream, so that a seed keeps
     // meaning the snapshot it meant before.
     let mut later = SplitMix64::new(seed ^ 0x5851_f42d_4c95_7f2d);
+    let mut reserving = SplitMix64::new(seed ^ 0x2545_f491_4f6c_dd1d);
     let mut catalogue = d_series();
     catalogue.push(a100());
     let mut pools = Vec::new();
@@ -33,6 +34,19 @@ fn random_snapshot(seed: u64) -> Snapshot {
         for t in &mut types {
             for o in &mut t.offerings {
                 o.available = rng.below(5) > 0;
+            }
+        }
+        for t in &mut types {
+            if reserving.below(3) == 0 {
+                t.offerings.push(Offering {
+                    reservation_capacity: Some(reserving.below(4) as u32),
+                    requirements: vec![req(
+                        RESERVATION,
+                        Operator::In,
+                        &[["r-0", "r-1"][reserving.below(2)]],
+                    )],
+                    ..offering(ZONES[reserving.below(3)], "reserved", 0.01, true)
+                });
             }
         }
         let mut p = pool(&format!("pool-{i}"), types);
@@ -233,9 +247,53 @@ fn pool_allows(pool: &NodePool, key: &str, value: &str) -> bool {
 /// Where each scheduled pod went: ("node", name) or ("claim", index).
 type Spot = (String, String);
 
+const RESERVATION: &str = "example.com/reservation-id";
+
+/// No reservation takes more NodeClaims than it has instances left (the
+/// fewest any catalog gives), and a NodeClaim that may launch reserved is
+/// narrowed to one reservation and launches nothing else.
+fn check_reservations(s: &Snapshot, plan: &Plan) -> Result<(), String> {
+    let mut left: BTreeMap<&str, u32> = BTreeMap::new();
+    for o in s
+        .node_pools
+        .iter()
+        .flat_map(|p| p.instance_types.iter())
+        .flat_map(|t| &t.offerings)
+    {
+        if let Some(count) = o.reservation_capacity {
+            let id = o.requirements[0].values[0].as_str();
+            let e = left.entry(id).or_insert(count);
+            *e = (*e).min(count);
+        }
+    }
+    for (i, claim) in plan.new_node_claims.iter().enumerate() {
+        let cts = values_of(claim, CAPACITY_TYPE);
+        if !cts.as_ref().is_none_or(|c| c.contains(&"reserved")) {
+            continue;
+        }
+        if cts.as_deref() != Some(&["reserved"][..]) {
+            return Err(format!("claim {i} may launch reserved or not: {cts:?}"));
+        }
+        let ids = values_of(claim, RESERVATION).unwrap_or_default();
+        let [id] = ids.as_slice() else {
+            return Err(format!(
+                "claim {i} is not narrowed to one reservation: {ids:?}"
+            ));
+        };
+        let n = left
+            .get_mut(id)
+            .ok_or(format!("claim {i} in unknown reservation {id}"))?;
+        *n = n.checked_sub(1).ok_or(format!(
+            "reservation {id} taken more times than it has instances"
+        ))?;
+    }
+    Ok(())
+}
+
 fn check_plan(s: &Snapshot, plan: &Plan) -> Result<(), String> {
     let by_name: BTreeMap<&str, &Pod> = s.pods.iter().map(|p| (p.name.as_str(), p)).collect();
     // Each pod exactly once.
+    check_reservations(s, plan)?;
     let mut seen = BTreeSet::new();
     for name in plan
         .placements

@@ -82,6 +82,9 @@ pub(crate) async fn launch(
         }
     };
 
+    if instance.capacity_type == labels::RESERVED {
+        ctx.instance_types.expire();
+    }
     let (id, name) = (instance.provider_id.as_str(), nc.name_any());
     let conflict = match ctx
         .cluster

@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use std::time::Duration;
-use vocabulary::labels::TERMINATION_FINALIZER;
+use vocabulary::labels::{self, TERMINATION_FINALIZER};
 
 /// The next step of a NodeClaim's deletion, from the stored NodeClaim and
 /// the Node with its providerID.
@@ -78,6 +78,9 @@ pub async fn finalize(ctx: &Ctx, nc: &NodeClaim) -> anyhow::Result<Action> {
         Ok(true) => {}
         Ok(false) => return Ok(Action::requeue(Duration::from_secs(5))),
         Err(e) => return Err(anyhow::anyhow!("{e}")),
+    }
+    if nc.labels().get(labels::CAPACITY_TYPE).map(String::as_str) == Some(labels::RESERVED) {
+        ctx.instance_types.expire();
     }
     super::remove_finalizer(ctx, nc).await?;
     ctx.metrics

@@ -179,6 +179,7 @@ pub fn in_flight(c: &NodeClaim, pools: &[engine::NodePool]) -> anyhow::Result<en
         initialized: false,
         node_pool,
         in_flight: true,
+        awaiting_launch: c.provider_id().is_none(),
     })
 }
 

@@ -166,6 +166,7 @@ fn from_engine_node(n: engine::Node) -> ClusterNode {
         allocatable: n.allocatable,
         capacity: n.capacity,
         in_flight: n.in_flight,
+        awaiting_launch: n.awaiting_launch,
         initialized: n.initialized,
         ..ClusterNode::default()
     }

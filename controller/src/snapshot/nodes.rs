@@ -99,6 +99,7 @@ pub fn node(
             initialized,
             node_pool,
             in_flight: false,
+            awaiting_launch: false,
             name: name.clone(),
         })
     };

@@ -86,6 +86,7 @@ impl<'s> Inputs<'s> {
                     capacity: node.capacity.as_ref(),
                     initialized: node.initialized,
                     in_flight: node.in_flight,
+                    awaiting_launch: node.awaiting_launch,
                     pods: n.pods.iter().map(|p| BoundRef::of_pod(&p.pod)).collect(),
                 }
             })

@@ -133,6 +133,8 @@ pub struct ClusterNode {
     pub pods: Vec<NodePod>,
     /// A NodeClaim launched but without a Node yet.
     pub in_flight: bool,
+    /// A NodeClaim not launched yet (see [`crate::Node::awaiting_launch`]).
+    pub awaiting_launch: bool,
     pub initialized: bool,
     /// The Node's Ready condition is not True.
     pub not_ready: bool,

@@ -13,6 +13,7 @@ mod masks;
 mod order;
 mod output;
 pub(crate) mod prepare;
+mod reservations;
 pub(crate) mod run;
 pub(crate) mod state;
 mod topology;

@@ -48,6 +48,12 @@ struct Fitting {
 type OfferingState = (usize, Vec<Option<ValueSet>>);
 
 impl OfferingCache {
+    /// Per instance type of the claim's pool, its available offerings that
+    /// fit the claim, cheapest first.
+    pub(crate) fn fitting_offerings(&mut self, p: &Prepared, claim: &Claim) -> &[Vec<u16>] {
+        &self.fitting(p, claim).offerings
+    }
+
     fn fitting(&mut self, p: &Prepared, claim: &Claim) -> &Fitting {
         let pc = &p.pools[claim.pool];
         let key: Vec<Option<ValueSet>> = pc

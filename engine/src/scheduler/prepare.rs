@@ -22,6 +22,7 @@ use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, WELL
 use vocabulary::resources::PODS;
 use vocabulary::taints::UNREGISTERED as UNREGISTERED_TAINT;
 
+use super::reservations::Reservations;
 use super::state::Start;
 
 /// Allocatable for a resource an instance type or node does not list: `pods`
@@ -50,6 +51,7 @@ pub struct Prepared<'s> {
     pub(crate) keys: KeyIds,
     /// What every scheduling run starts from.
     pub(crate) start: Start,
+    pub(crate) reservations: Reservations,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +103,8 @@ pub(crate) struct OfferingC {
     pub(crate) capacity_type: String,
     pub(crate) price: f64,
     pub(crate) available: bool,
+    /// The reservation a reserved offering draws on.
+    pub(crate) reservation: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -238,16 +242,12 @@ impl PortC {
     }
 }
 
-fn cheapest_available(it: &InstanceType) -> f64 {
+fn cheapest_available(it: &InstanceType, reservations: &Reservations) -> f64 {
     it.offerings
         .iter()
-        .filter(|o| usable(o))
+        .filter(|o| reservations.usable(it, o))
         .map(|o| o.price)
         .fold(f64::INFINITY, f64::min)
-}
-
-fn usable(o: &Offering) -> bool {
-    o.available && o.reservation_capacity != Some(0)
 }
 
 fn pod_cpu_mem(p: &Pod) -> (i64, i64) {
@@ -502,6 +502,7 @@ pub(crate) struct NodeRef<'a> {
     pub(crate) capacity: Option<&'a ResourceList>,
     pub(crate) initialized: bool,
     pub(crate) in_flight: bool,
+    pub(crate) awaiting_launch: bool,
     pub(crate) pods: Vec<BoundRef<'a>>,
 }
 
@@ -516,6 +517,7 @@ impl<'a> NodeRef<'a> {
             capacity: n.capacity.as_ref(),
             initialized: n.initialized,
             in_flight: n.in_flight,
+            awaiting_launch: n.awaiting_launch,
             pods: n.pods.iter().map(BoundRef::of).collect(),
         }
     }
@@ -624,9 +626,11 @@ impl<'s> Prepared<'s> {
 
         let ds_reqs: Vec<(Reqs, &DaemonSet)> =
             ds_in.iter().map(|d| (b.daemon_reqs(d), *d)).collect();
+        let reservations =
+            Reservations::new(&pools_in, &parts.nodes, parts.options.reserved_capacity);
         let pools: Vec<PoolC> = pools_in
             .iter()
-            .map(|p| build_pool(p, &mut b, &resources, &ds_reqs, &well_known))
+            .map(|p| build_pool(p, &mut b, &resources, &ds_reqs, &well_known, &reservations))
             .collect();
 
         let nodes: Vec<NodeC> = nodes_in
@@ -746,6 +750,7 @@ impl<'s> Prepared<'s> {
             domain_index,
             keys,
             start: Start::empty(),
+            reservations,
         };
         prepared.start = Start::new(&prepared);
         prepared
@@ -827,6 +832,7 @@ fn build_pool(
     resources: &ResourceNames,
     daemons: &[(Reqs, &DaemonSet)],
     well_known: &[u32],
+    reservations: &Reservations,
 ) -> PoolC {
     let mut reqs = Reqs::from_api(&p.requirements, &mut b.strings);
     for (k, v) in &p.labels {
@@ -840,8 +846,8 @@ fn build_pool(
 
     let mut types_in: Vec<&InstanceType> = p.instance_types.iter().collect();
     types_in.sort_by(|x, y| {
-        cheapest_available(x)
-            .total_cmp(&cheapest_available(y))
+        cheapest_available(x, reservations)
+            .total_cmp(&cheapest_available(y, reservations))
             .then_with(|| x.name.cmp(&y.name))
     });
     types_in.dedup_by(|x, y| x.name == y.name);
@@ -875,7 +881,8 @@ fn build_pool(
                             zone: o.zone.clone(),
                             capacity_type: o.capacity_type.clone(),
                             price: o.price,
-                            available: usable(o),
+                            available: reservations.usable(t, o),
+                            reservation: reservations.of(t, o),
                         }
                     })
                     .collect(),

@@ -14,6 +14,7 @@ use super::class::Relax;
 use super::explain;
 use super::output::{self, OfferingCache};
 use super::prepare::Prepared;
+use super::reservations::reserve;
 use super::state::{Spot, State, distinct_values};
 
 pub(crate) struct Run<'p> {
@@ -184,13 +185,17 @@ impl<'p> Run<'p> {
         let p = self.st.p;
         let n = self.pods.len();
         let mut plan = Plan::default();
-        let claims = std::mem::take(&mut self.st.claims);
+        let mut claims = std::mem::take(&mut self.st.claims);
         let mut claim_index = vec![None; claims.len()];
         let mut failed_claims: Vec<(usize, String)> = Vec::new();
         let (names, name_index) = output::name_table(p);
         plan.instance_types = names;
-        for (c, claim) in claims.iter().enumerate() {
-            match output::node_claim(p, claim, &mut self.offerings, &name_index) {
+        // Reservation slots go to NodeClaims in the order they were made.
+        let mut left = p.reservations.left();
+        for (c, claim) in claims.iter_mut().enumerate() {
+            let made = reserve(p, claim, &mut left, &mut self.offerings)
+                .and_then(|()| output::node_claim(p, claim, &mut self.offerings, &name_index));
+            match made {
                 Ok(nc) => {
                     claim_index[c] = Some(plan.new_node_claims.len());
                     plan.new_node_claims.push(nc);

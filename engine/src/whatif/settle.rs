@@ -106,6 +106,7 @@ pub fn scheduling_view(snap: &DisruptionSnapshot) -> Snapshot {
                 initialized: n.initialized,
                 node_pool: n.node_pool.clone(),
                 in_flight: n.in_flight,
+                awaiting_launch: n.awaiting_launch,
             })
             .collect(),
         daemon_sets: snap.daemon_sets.clone(),

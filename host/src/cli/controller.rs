@@ -170,6 +170,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     });
     let gates = feature_gates(&args.feature_gates)?;
     let gate = |name: &str| gates.get(name).copied().unwrap_or(false);
+    // Beta upstream, and so on unless turned off.
+    let reserved_capacity = gates.get("ReservedCapacity").copied().unwrap_or(true);
     let options = controller::Options {
         batch: batcher::Window {
             idle: args.batch_idle_duration,
@@ -184,6 +186,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 MinValuesPolicy::Strict => engine::MinValuesPolicy::Strict,
                 MinValuesPolicy::BestEffort => engine::MinValuesPolicy::BestEffort,
             },
+            reserved_capacity,
             ..engine::Options::default()
         },
         disruption: controller::disruption::Settings {

@@ -18,5 +18,6 @@ mod disruption;
 mod kwok_cluster;
 mod nebius;
 mod own_cluster;
+mod reserved_capacity;
 mod simulate_cluster;
 mod two_clouds;

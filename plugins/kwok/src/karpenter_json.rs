@@ -31,6 +31,9 @@ struct RawOffering {
     price: f64,
     #[serde(rename = "Requirements", default)]
     requirements: Vec<RawRequirement>,
+    /// Instances a reserved offering's reservation has (Go's zero when absent).
+    #[serde(rename = "ReservationCapacity", default)]
+    reservation_capacity: u32,
 }
 
 #[derive(Deserialize)]
@@ -92,12 +95,14 @@ fn instance_type(raw: RawType) -> Result<InstanceType, String> {
         if !capacity_types.contains(&capacity_type) {
             capacity_types.push(capacity_type.clone());
         }
+        let reservation_capacity =
+            (capacity_type == labels::RESERVED).then_some(o.reservation_capacity);
         offerings.push(Offering {
             zone,
             capacity_type,
             price: o.price,
             available: true,
-            reservation_capacity: None,
+            reservation_capacity,
             requirements,
         });
     }

@@ -8,12 +8,14 @@
 //!
 //! Other settings: `INSTANCE_TYPES`, a catalog in the JSON of Karpenter's own
 //! kwok provider, served instead of the built-in one; `OUT_OF_CAPACITY`,
-//! offerings whose launches fail with insufficient capacity.
+//! offerings whose launches fail with insufficient capacity; `RESERVATIONS`,
+//! capacity reservations offered as reserved capacity (`reservations.rs`).
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 mod catalog;
 mod karpenter_json;
 mod nodes;
+mod reservations;
 
 use karpenter_plugin_sdk::catalog::{Catalog, compact, string as catalog_string};
 use karpenter_plugin_sdk::prelude::*;
@@ -71,7 +73,9 @@ impl Guest for Kwok {
         })?;
         // Offerings configured as out of capacity fail here, as a cloud would,
         // and are remembered as unavailable so the next batch picks another.
-        if simulated_out_of_capacity(&it.name, &offering.zone, &offering.capacity_type) {
+        if simulated_out_of_capacity(&it.name, &offering.zone, &offering.capacity_type)
+            || reservations::of(&offering).is_some() && !offering.available
+        {
             let key = catalog::unavailable_key(&it.name, &offering.zone, &offering.capacity_type);
             cache::set(&key, b"", 180);
             return Err(insufficient_capacity(
@@ -89,7 +93,21 @@ impl Guest for Kwok {
         let mut resolved = resolved_labels(&it, &offering);
         resolved.push((labels::HOSTNAME.into(), claim.name.clone()));
         let node_labels = node_labels(&claim, resolved);
-        nodes::create(&claim, &it, node_labels)
+        let created = nodes::create(&claim, &it, node_labels)?;
+        if let Some(id) = reservations::of(&offering)
+            && reservations::oversubscribed(id)?
+        {
+            nodes::delete(&claim.name)?;
+            return Err(insufficient_capacity(
+                format!("reservation {id} is full"),
+                vec![OfferingRef {
+                    instance_type: it.name.clone(),
+                    zone: offering.zone.clone(),
+                    capacity_type: offering.capacity_type.clone(),
+                }],
+            ));
+        }
+        Ok(created)
     }
 
     fn delete(claim: NodeClaim) -> Result<(), Error> {
@@ -122,11 +140,13 @@ impl Guest for Kwok {
     }
 }
 
-/// The catalog, one type at a time, with the offerings that recently failed
-/// marked unavailable. The setting INSTANCE_TYPES, when present, holds a
-/// catalog in the JSON of Karpenter's kwok provider; otherwise the built-in
-/// synthetic one.
+/// The catalog, one type at a time, with its reservations and with the
+/// offerings that recently failed marked unavailable. The setting
+/// INSTANCE_TYPES, when present, holds a catalog in the JSON of Karpenter's
+/// kwok provider; otherwise the built-in synthetic one.
 fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
+    let reserved = reservations::configured()?;
+    let left = reservations::left(reserved)?;
     let unavailable = cache::keys("unavailable/");
     let base = match imported() {
         Some(Ok(types)) => types,
@@ -134,6 +154,7 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
         None => synthetic(),
     };
     Ok(base.iter().cloned().map(move |mut it| {
+        reservations::add_offerings(&mut it, reserved, &left);
         for o in &mut it.offerings {
             let key = catalog::unavailable_key(&it.name, &o.zone, &o.capacity_type);
             if unavailable.binary_search(&key).is_ok() {
@@ -145,10 +166,14 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
 }
 
 /// The compact catalog is built once per instance; each call copies it and
-/// marks what recently failed.
+/// marks what recently failed. Reservations' counts change with every
+/// launch, so with reservations there is no catalog kept ready.
 impl CompactCatalog for Kwok {
     fn get_catalog(_pool: NodePool, class: NodeClass) -> Result<Option<Catalog>, Error> {
         ensure_kind(&class, GROUP, KIND)?;
+        if !reservations::configured()?.is_empty() {
+            return Ok(None);
+        }
         static COMPACT: std::sync::OnceLock<Result<Catalog, String>> = std::sync::OnceLock::new();
         let base = COMPACT
             .get_or_init(|| match imported() {

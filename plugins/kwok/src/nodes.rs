@@ -66,7 +66,15 @@ pub fn get(name: &str) -> Result<Option<Instance>, Error> {
 const PAGE: usize = 50;
 
 pub fn list() -> Result<Vec<Instance>, Error> {
-    let selector = encode(&format!("{MANAGED_LABEL}=true"));
+    list_selected(None)
+}
+
+/// The Nodes this provider made, those matching `selector` if given.
+pub fn list_selected(selector: Option<&str>) -> Result<Vec<Instance>, Error> {
+    let selector = match selector {
+        Some(s) => encode(&format!("{MANAGED_LABEL}=true,{s}")),
+        None => encode(&format!("{MANAGED_LABEL}=true")),
+    };
     let mut out = Vec::new();
     let mut token = String::new();
     loop {
