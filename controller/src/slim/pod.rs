@@ -126,6 +126,8 @@ pub struct Template {
     pub priority: Option<i32>,
     pub priority_class_name: Option<String>,
     pub overhead: Option<BTreeMap<String, Quantity>>,
+    /// Pod-level resources (Kubernetes 1.34+).
+    pub resources: Option<core::ResourceRequirements>,
     pub termination_grace_period_seconds: Option<i64>,
 }
 
@@ -206,6 +208,7 @@ impl From<core::PodSpec> for PodSpec {
                 priority: s.priority,
                 priority_class_name: s.priority_class_name,
                 overhead: s.overhead,
+                resources: s.resources,
                 termination_grace_period_seconds: s.termination_grace_period_seconds,
             }
             .into(),

@@ -1,39 +1,13 @@
 //! Pods and DaemonSets into the engine.
 
-use super::{add, labels, max_into, resource_list};
+use super::labels;
+use super::pod_requests::requests;
 use crate::slim;
 use anyhow::{Context, bail};
-use engine::ResourceList;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// The pod's effective requests as the scheduler sees them: the larger of
-/// the containers' sum and any init container, plus the pod overhead.
-pub fn requests(spec: &slim::PodSpec) -> anyhow::Result<ResourceList> {
-    let container = |c: &slim::pod::Container| {
-        resource_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-    };
-    let mut sum = ResourceList::new();
-    for c in &spec.containers {
-        add(
-            &mut sum,
-            &container(c).with_context(|| format!("container {}", c.name))?,
-        );
-    }
-    for c in spec.init_containers.iter().flatten() {
-        max_into(
-            &mut sum,
-            &container(c).with_context(|| format!("init container {}", c.name))?,
-        );
-    }
-    add(
-        &mut sum,
-        &resource_list(spec.overhead.as_ref()).context("overhead")?,
-    );
-    Ok(sum)
-}
 
 fn host_ports(spec: &slim::PodSpec) -> Vec<engine::HostPort> {
     let mut out = Vec::new();
