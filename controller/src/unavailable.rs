@@ -83,6 +83,7 @@ mod tests {
             available: true,
             reservation_capacity: None,
             requirements: vec![],
+            price_overlay: None,
         }
     }
 

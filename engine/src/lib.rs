@@ -56,6 +56,7 @@
 pub mod bench;
 pub mod disruption;
 mod map;
+pub mod overlay;
 pub mod plan;
 pub mod quantity;
 pub mod snapshot;

@@ -126,6 +126,9 @@ pub struct InstanceType {
     pub offerings: Vec<Offering>,
     pub capacity: ResourceList,
     pub overhead: Overhead,
+    /// The NodeOverlays that added to `capacity`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity_overlays: Vec<String>,
 }
 
 impl InstanceType {
@@ -170,6 +173,9 @@ pub struct Offering {
     pub reservation_capacity: Option<u32>,
     /// Further offering requirements (for example a reservation id).
     pub requirements: Vec<Requirement>,
+    /// The NodeOverlay that set `price`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_overlay: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

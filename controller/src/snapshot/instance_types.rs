@@ -47,6 +47,7 @@ fn instance_type(it: wit::InstanceType) -> anyhow::Result<InstanceType> {
                     available: o.available,
                     reservation_capacity: o.reservation_capacity,
                     requirements: o.requirements.into_iter().map(requirement).collect(),
+                    price_overlay: None,
                 })
                 .collect(),
             capacity: resources(it.capacity).context("capacity")?,
@@ -57,6 +58,7 @@ fn instance_type(it: wit::InstanceType) -> anyhow::Result<InstanceType> {
                 eviction_threshold: resources(it.overhead.eviction_threshold)
                     .context("eviction-threshold")?,
             },
+            capacity_overlays: Vec::new(),
         })
     };
     build().with_context(|| format!("instance type {name}"))

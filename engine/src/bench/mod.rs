@@ -75,6 +75,7 @@ pub fn instance_type(i: usize) -> InstanceType {
         available: true,
         reservation_capacity: None,
         requirements: Vec::new(),
+        price_overlay: None,
     })
     .collect();
     InstanceType {
@@ -104,6 +105,7 @@ pub fn instance_type(i: usize) -> InstanceType {
             ]),
             ..Overhead::default()
         },
+        capacity_overlays: Vec::new(),
     }
 }
 

@@ -51,6 +51,7 @@ pub fn it(name: &str, cpu: i64, mem_gi: i64, price: f64) -> InstanceType {
             kube_reserved: res(&[("cpu", 100), ("memory", GI / 4)]),
             ..Overhead::default()
         },
+        capacity_overlays: Vec::new(),
     }
 }
 
@@ -62,6 +63,7 @@ pub fn offering(zone: &str, ct: &str, price: f64, available: bool) -> Offering {
         available,
         reservation_capacity: None,
         requirements: Vec::new(),
+        price_overlay: None,
     }
 }
 
