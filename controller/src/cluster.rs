@@ -174,7 +174,7 @@ impl Cluster {
     }
 }
 
-fn spawn<K, T, F>(api: Api<K>, lists: InitialList, trim: T, mut on_event: F) -> Store<K>
+pub(crate) fn spawn<K, T, F>(api: Api<K>, lists: InitialList, trim: T, mut on_event: F) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: FnMut(&mut K) + Send + 'static,

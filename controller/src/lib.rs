@@ -39,6 +39,7 @@ pub mod metrics;
 mod node_addresses;
 mod node_class_status;
 mod node_classes;
+pub mod node_overlays;
 mod node_pool_status;
 mod node_termination;
 mod nominations;
@@ -74,6 +75,8 @@ pub struct Options {
     pub disruption: disruption::Settings,
     /// Whether consolidation may replace a spot node with another spot node.
     pub spot_to_spot_consolidation: bool,
+    /// Karpenter's `NodeOverlay` gate: NodeOverlays are read and applied.
+    pub node_overlay: bool,
 }
 
 impl Default for Options {
@@ -89,6 +92,7 @@ impl Default for Options {
             identity: "karpenter".into(),
             disruption: disruption::Settings::default(),
             spot_to_spot_consolidation: false,
+            node_overlay: false,
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct Ctx {
     pub unavailable: unavailable::UnavailableOfferings,
     pub nominations: nominations::Nominations,
     pub batch_writes: batch_writes::BatchWrites,
+    pub overlays: node_overlays::NodeOverlays,
     pub(crate) unseen_claims: unseen_claims::UnseenClaims,
     /// The nodes disruption commands under way hold.
     pub(crate) disrupting: disruption::InFlight,
@@ -130,7 +135,9 @@ impl Ctx {
         // Watch the kinds the plugins serve now, so the first launch finds
         // its NodeClass listed; a plugin loaded later is watched on first use.
         node_classes.watch(&registry);
+        let overlays = node_overlays::NodeOverlays::start(&client, &cluster, options.node_overlay);
         Arc::new(Ctx {
+            overlays,
             node_classes,
             events: Arc::new(events::Events::new(client.clone(), &options.identity)),
             client,
@@ -197,7 +204,18 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
     }
     metrics.leader.set(1);
     let ctx = Ctx::new(client, registry, cluster, metrics, options);
+    ctx.overlays
+        .wait_ready()
+        .await
+        .context("waiting for the NodeOverlays")?;
+    let overlay_status = ctx.clone();
     let loops = vec![
+        tokio::spawn(async move {
+            overlay_status
+                .overlays
+                .run_status(overlay_status.client.clone())
+                .await
+        }),
         tokio::spawn(provisioner::run(ctx.clone())),
         tokio::spawn(lifecycle::run(ctx.clone())),
         tokio::spawn(node_termination::run(ctx.clone())),

@@ -275,6 +275,8 @@ pub(crate) async fn pools(ctx: &Ctx) -> Vec<Pool> {
             }
         }
     }
+    ctx.overlays
+        .apply(out.iter_mut().map(|p| &mut p.engine).collect());
     out
 }
 
@@ -319,6 +321,14 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
         labels::NODE_POOL_HASH_VERSION.into(),
         super::hash::VERSION.into(),
     );
+    for (key, overlays) in [
+        (labels::PRICE_OVERLAY_APPLIED, &claim.price_overlays),
+        (labels::CAPACITY_OVERLAY_APPLIED, &claim.capacity_overlays),
+    ] {
+        if !overlays.is_empty() {
+            annotations.insert(key.into(), "true".into());
+        }
+    }
     // The NodeClaim API refuses hostname requirements (a new node has no
     // name yet) and `In` without values.
     let requirements = plan
@@ -471,6 +481,8 @@ mod tests {
                 .collect(),
             cheapest: None,
             pods: vec![],
+            price_overlays: vec!["cheap-spot".into()],
+            capacity_overlays: vec![],
         };
         let plan = engine::Plan {
             new_node_claims: vec![planned.clone()],
@@ -500,6 +512,13 @@ mod tests {
             annotations.contains_key(labels::NODE_POOL_HASH),
             "drift compares it"
         );
+        assert_eq!(
+            annotations
+                .get(labels::PRICE_OVERLAY_APPLIED)
+                .map(String::as_str),
+            Some("true")
+        );
+        assert!(!annotations.contains_key(labels::CAPACITY_OVERLAY_APPLIED));
         let owner = &meta.owner_references.as_deref().unwrap_or_default()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.name.as_str()),

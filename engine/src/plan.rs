@@ -89,6 +89,12 @@ pub struct NewNodeClaim {
     /// The pods that will land here, in scheduling order: indexes into
     /// [`Plan::placements`].
     pub pods: Vec<u32>,
+    /// NodeOverlays that priced an offering of its instance types, and that
+    /// added to their capacity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub price_overlays: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_overlays: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +103,9 @@ pub struct OfferingChoice {
     pub zone: Option<String>,
     pub capacity_type: String,
     pub price: f64,
+    /// The NodeOverlay that set this price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_overlay: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -37,6 +37,10 @@ pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// Annotations on a NodeClaim: the hash of its NodePool's template, for drift.
 pub const NODE_POOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODE_POOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+/// "true" on a NodeClaim some of whose instance types a NodeOverlay priced.
+pub const PRICE_OVERLAY_APPLIED: &str = "karpenter.sh/price-overlay-applied";
+/// "true" on a NodeClaim some of whose instance types a NodeOverlay gave capacity.
+pub const CAPACITY_OVERLAY_APPLIED: &str = "karpenter.sh/capacity-overlay-applied";
 /// Annotation on a static pod's mirror: it goes with its node.
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 

@@ -168,3 +168,12 @@ plugins come from wasmBase64, a file inside the chart, or a source.
 {{- define "karpenter.leaseName" -}}
 karpenter-leader-election
 {{- end -}}
+
+{{/* settings.featureGates as FEATURE_GATES: nodeRepair: true -> NodeRepair=true. */}}
+{{- define "karpenter.featureGates" -}}
+{{- $gates := list }}
+{{- range $name, $on := .Values.settings.featureGates }}
+{{- $gates = append $gates (printf "%s%s=%t" (substr 0 1 $name | upper) (substr 1 (len $name) $name) $on) }}
+{{- end }}
+{{- join "," $gates }}
+{{- end }}

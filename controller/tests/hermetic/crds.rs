@@ -5,7 +5,7 @@
 //! check that a real API server enforces those is tests/crds/test.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karpenter_controller::crds::{NodeClaim, NodePool};
+use karpenter_controller::crds::{NodeClaim, NodeOverlay, NodePool};
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -130,6 +130,14 @@ fn nodeclaim_type_and_crd_agree() {
     assert_agree(&rust_crd::<NodeClaim>(), &yaml);
     assert_eq!(yaml["spec"]["names"]["listKind"], "NodeClaimList");
     assert!(fields(&yaml).contains_key("spec.resources.requests{}"));
+}
+
+#[test]
+fn nodeoverlay_type_and_crd_agree() {
+    let yaml = chart_crd("nodeoverlays");
+    assert_agree(&rust_crd::<NodeOverlay>(), &yaml);
+    assert_eq!(yaml["spec"]["names"]["listKind"], "NodeOverlayList");
+    assert!(fields(&yaml).contains_key("spec.capacity{}"));
 }
 
 fn spec_properties(crd: &mut Value) -> &mut serde_json::Map<String, Value> {

@@ -225,7 +225,19 @@ pub(crate) fn node_claim(
         zone: o.zone.clone(),
         capacity_type: o.capacity_type.clone(),
         price: o.price,
+        price_overlay: o.price_overlay.clone(),
     });
+    let mut price_overlays: Vec<String> = Vec::new();
+    let mut capacity_overlays: Vec<String> = Vec::new();
+    for (t, _) in &types {
+        let ty = &pc.types[*t];
+        price_overlays.extend(ty.offerings.iter().filter_map(|o| o.price_overlay.clone()));
+        capacity_overlays.extend(ty.capacity_overlays.iter().cloned());
+    }
+    for list in [&mut price_overlays, &mut capacity_overlays] {
+        list.sort();
+        list.dedup();
+    }
     Ok(NewNodeClaim {
         node_pool: pc.name.clone(),
         requirements,
@@ -235,5 +247,7 @@ pub(crate) fn node_claim(
         cheapest,
         // Filled in once placements are sorted.
         pods: Vec::new(),
+        price_overlays,
+        capacity_overlays,
     })
 }

@@ -94,6 +94,7 @@ pub(crate) struct TypeC {
     pub(crate) reqs: Reqs,
     /// Cheapest first.
     pub(crate) offerings: Vec<OfferingC>,
+    pub(crate) capacity_overlays: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +106,7 @@ pub(crate) struct OfferingC {
     pub(crate) available: bool,
     /// The reservation a reserved offering draws on.
     pub(crate) reservation: Option<u32>,
+    pub(crate) price_overlay: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -883,9 +885,11 @@ fn build_pool(
                             price: o.price,
                             available: reservations.usable(t, o),
                             reservation: reservations.of(t, o),
+                            price_overlay: o.price_overlay.clone(),
                         }
                     })
                     .collect(),
+                capacity_overlays: t.capacity_overlays.clone(),
             }
         })
         .collect();

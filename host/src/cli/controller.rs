@@ -196,6 +196,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         },
         spot_to_spot_consolidation: gate("SpotToSpotConsolidation"),
+        node_overlay: gate("NodeOverlay"),
         registration_ttl: args.registration_ttl,
         gc_interval: args.gc_interval,
         election: (!args.disable_leader_election).then(|| leader::Election {
@@ -215,7 +216,9 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `Name=true,Other=false` into a map; unknown gates are kept (and ignored).
-fn feature_gates(text: &str) -> anyhow::Result<std::collections::BTreeMap<String, bool>> {
+pub(super) fn feature_gates(
+    text: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, bool>> {
     text.split(',')
         .map(str::trim)
         .filter(|g| !g.is_empty())

@@ -33,6 +33,9 @@ pub struct ExplainNode {
     /// providers built into this binary when omitted.
     #[arg(long, env = "PLUGIN_DIR")]
     pub plugin_dir: Option<PathBuf>,
+    /// The controller's feature gates (NodeOverlay changes prices).
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
 }
 
 #[derive(Debug, Args)]
@@ -44,6 +47,9 @@ pub struct ExplainPod {
     /// providers built into this binary when omitted.
     #[arg(long, env = "PLUGIN_DIR")]
     pub plugin_dir: Option<PathBuf>,
+    /// The controller's feature gates (NodeOverlay changes prices).
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
 }
 
 pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
@@ -54,7 +60,11 @@ pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// The controller's context over the live cluster, acting on nothing.
-async fn context(plugin_dir: Option<&std::path::Path>) -> anyhow::Result<Arc<Ctx>> {
+async fn context(
+    plugin_dir: Option<&std::path::Path>,
+    feature_gates: &str,
+) -> anyhow::Result<Arc<Ctx>> {
+    let gates = super::controller::feature_gates(feature_gates)?;
     let client = kube::Client::try_default()
         .await
         .context("no cluster: set KUBECONFIG")?;
@@ -68,17 +78,22 @@ async fn context(plugin_dir: Option<&std::path::Path>) -> anyhow::Result<Arc<Ctx
     let metrics = Arc::new(Metrics::default());
     let cluster = Cluster::start(&client, metrics.clone()).await;
     cluster.wait_ready().await?;
-    Ok(Ctx::new(
+    let ctx = Ctx::new(
         client,
         registry,
         cluster,
         metrics,
-        controller::Options::default(),
-    ))
+        controller::Options {
+            node_overlay: gates.get("NodeOverlay").copied().unwrap_or(false),
+            ..controller::Options::default()
+        },
+    );
+    ctx.overlays.wait_ready().await?;
+    Ok(ctx)
 }
 
 async fn node(args: ExplainNode) -> anyhow::Result<ExitCode> {
-    let ctx = context(args.plugin_dir.as_deref()).await?;
+    let ctx = context(args.plugin_dir.as_deref(), &args.feature_gates).await?;
     let mut observer = controller::disruption::Observer::default();
     let d = controller::disruption::decide(&ctx, &mut observer).await?;
     super::print(&describe_node(&d.plan, &args.name));
@@ -163,7 +178,7 @@ async fn pod(args: ExplainPod) -> anyhow::Result<ExitCode> {
     }
 
     drop(client);
-    let ctx = context(args.plugin_dir.as_deref()).await?;
+    let ctx = context(args.plugin_dir.as_deref(), &args.feature_gates).await?;
     let Some(decision) = provisioner::decide(&ctx).await? else {
         super::print(&format!("{who}: no pod is waiting for a node"));
         return Ok(ExitCode::SUCCESS);
@@ -209,9 +224,14 @@ fn describe(d: &provisioner::Decision, pod: &Pod, who: &str) -> String {
                 claim.pods.len()
             );
             if let Some(c) = &claim.cheapest {
+                let overlay = c
+                    .price_overlay
+                    .as_deref()
+                    .map(|o| format!(", priced by NodeOverlay {o}"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "  cheapest: {} in {} ({}) at ${:.4}/h",
+                    "  cheapest: {} in {} ({}) at ${:.4}/h{overlay}",
                     c.instance_type,
                     c.zone.as_deref().unwrap_or("any zone"),
                     c.capacity_type,

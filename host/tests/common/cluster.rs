@@ -363,7 +363,11 @@ pub fn install_crds(c: &Cluster) {
         c,
         &["apply", "--server-side", "-f", crds.to_str().expect("path")],
     );
-    for crd in ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh"] {
+    for crd in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "nodeoverlays.karpenter.sh",
+    ] {
         wait_established(c, crd);
     }
     install_plugin_crds(c, "kwok", &["kwoknodeclasses.karpenter.kwok.sh"]);

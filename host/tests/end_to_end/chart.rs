@@ -111,6 +111,8 @@ fn assert_least_privilege(docs: &[Value]) {
         "karpenter.sh/nodepools/status",
         "karpenter.sh/nodeclaims",
         "karpenter.sh/nodeclaims/status",
+        "karpenter.sh/nodeoverlays",
+        "karpenter.sh/nodeoverlays/status",
         "/nodes",
         "/pods",
         "/pods/eviction",

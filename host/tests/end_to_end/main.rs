@@ -17,6 +17,7 @@ mod controller;
 mod disruption;
 mod kwok_cluster;
 mod nebius;
+mod node_overlay;
 mod own_cluster;
 mod reserved_capacity;
 mod simulate_cluster;

@@ -225,21 +225,34 @@ fn imported() -> Option<&'static Result<Vec<InstanceType>, String>> {
         .as_ref()
 }
 
-/// The cheapest available offering the claim allows. Only the best type so
+/// The first type the claim lists (the host lists them cheapest first, at
+/// the prices its NodeOverlays may have changed) with an available offering
+/// the claim allows, and that type's cheapest such offering; by this
+/// provider's prices when the claim lists no types. Only the best type so
 /// far is kept, not the catalog: up to `maxInstances` creates run at once,
 /// each in its own instance, and a catalog in each was most of their memory.
 fn cheapest_fit(claim: &NodeClaim) -> Result<Option<(InstanceType, Offering)>, Error> {
-    let mut best: Option<(InstanceType, Offering)> = None;
+    let listed: &[String] = claim
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == Operator::In)
+        .map_or(&[], |r| r.values.as_slice());
+    let rank = |name: &str| listed.iter().position(|t| t == name).unwrap_or(usize::MAX);
+    let mut best: Option<(usize, InstanceType, Offering)> = None;
     for it in instance_types()? {
         let Some(offering) = cheapest_offering_of(claim, &it) else {
             continue;
         };
-        if best.as_ref().is_none_or(|(_, b)| offering.price < b.price) {
+        let r = rank(&it.name);
+        let better = best
+            .as_ref()
+            .is_none_or(|(br, _, b)| (r, offering.price) < (*br, b.price));
+        if better {
             let offering = offering.clone();
-            best = Some((it, offering));
+            best = Some((r, it, offering));
         }
     }
-    Ok(best)
+    Ok(best.map(|(_, it, o)| (it, o)))
 }
 
 /// The setting OUT_OF_CAPACITY lists offerings (`type/zone/capacity-type`,
