@@ -301,7 +301,7 @@ pub fn node_pool(np: &NodePool, pool: engine::NodePool) -> DisruptionNodePool {
         },
         consolidate_after: d.consolidate_after.unwrap_or(defaults.consolidate_after),
         budgets: match d.budgets {
-            Some(b) => b.iter().map(budget).collect(),
+            Some(b) => b.iter().filter_map(budget).collect(),
             None => defaults.budgets,
         },
         expire_after: np
@@ -315,21 +315,52 @@ pub fn node_pool(np: &NodePool, pool: engine::NodePool) -> DisruptionNodePool {
     }
 }
 
-fn budget(b: &crate::crds::nodepool::Budget) -> Budget {
-    Budget {
+/// A budget as consolidation, emptiness and drift read it; `None` for one
+/// that names only other reasons (`Unhealthy`, node repair's), which would
+/// otherwise read as a budget for every reason.
+fn budget(b: &crate::crds::nodepool::Budget) -> Option<Budget> {
+    let named = b.reasons.as_ref().is_some_and(|r| !r.is_empty());
+    let reasons: Vec<DisruptionReason> = b
+        .reasons
+        .iter()
+        .flatten()
+        .filter_map(|r| match r.as_str() {
+            "Underutilized" => Some(DisruptionReason::Underutilized),
+            "Empty" => Some(DisruptionReason::Empty),
+            "Drifted" => Some(DisruptionReason::Drifted),
+            _ => None,
+        })
+        .collect();
+    if named && reasons.is_empty() {
+        return None;
+    }
+    Some(Budget {
         nodes: b.nodes.clone(),
         schedule: b.schedule.clone(),
         duration: b.duration.clone(),
-        reasons: b
-            .reasons
-            .iter()
-            .flatten()
-            .filter_map(|r| match r.as_str() {
-                "Underutilized" => Some(DisruptionReason::Underutilized),
-                "Empty" => Some(DisruptionReason::Empty),
-                "Drifted" => Some(DisruptionReason::Drifted),
-                _ => None,
-            })
-            .collect(),
+        reasons,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crds::nodepool::Budget as ApiBudget;
+
+    fn api(nodes: &str, reasons: Option<&[&str]>) -> ApiBudget {
+        ApiBudget {
+            nodes: nodes.into(),
+            reasons: reasons.map(|r| r.iter().map(|s| s.to_string()).collect()),
+            ..ApiBudget::default()
+        }
+    }
+
+    #[test]
+    fn a_budget_for_node_repair_alone_does_not_hold_back_every_reason() {
+        assert!(budget(&api("0", Some(&["Unhealthy"]))).is_none());
+        let drift = budget(&api("1", Some(&["Drifted", "Unhealthy"]))).expect("a drift budget");
+        assert_eq!(drift.reasons, [DisruptionReason::Drifted]);
+        let all = budget(&api("10%", None)).expect("every reason");
+        assert!(all.reasons.is_empty());
     }
 }
