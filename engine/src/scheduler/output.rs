@@ -227,17 +227,27 @@ pub(crate) fn node_claim(
         price: o.price,
         price_overlay: o.price_overlay.clone(),
     });
-    let mut price_overlays: Vec<String> = Vec::new();
-    let mut capacity_overlays: Vec<String> = Vec::new();
+    // Names are gathered by reference: a NodeClaim keeps hundreds of types.
+    let mut price_overlays: Vec<&str> = Vec::new();
+    let mut capacity_overlays: Vec<&str> = Vec::new();
     for (t, _) in &types {
         let ty = &pc.types[*t];
-        price_overlays.extend(ty.offerings.iter().filter_map(|o| o.price_overlay.clone()));
-        capacity_overlays.extend(ty.capacity_overlays.iter().cloned());
+        for (names, into) in [
+            (&ty.price_overlays, &mut price_overlays),
+            (&ty.capacity_overlays, &mut capacity_overlays),
+        ] {
+            for n in names {
+                if !into.contains(&n.as_str()) {
+                    into.push(n);
+                }
+            }
+        }
     }
-    for list in [&mut price_overlays, &mut capacity_overlays] {
-        list.sort();
-        list.dedup();
-    }
+    let owned = |mut names: Vec<&str>| -> Vec<String> {
+        names.sort_unstable();
+        names.into_iter().map(str::to_string).collect()
+    };
+    let (price_overlays, capacity_overlays) = (owned(price_overlays), owned(capacity_overlays));
     Ok(NewNodeClaim {
         node_pool: pc.name.clone(),
         requirements,

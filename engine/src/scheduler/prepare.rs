@@ -94,6 +94,9 @@ pub(crate) struct TypeC {
     pub(crate) reqs: Reqs,
     /// Cheapest first.
     pub(crate) offerings: Vec<OfferingC>,
+    /// The NodeOverlays that priced its offerings and that added to its
+    /// capacity, each once.
+    pub(crate) price_overlays: Vec<String>,
     pub(crate) capacity_overlays: Vec<String>,
 }
 
@@ -889,6 +892,16 @@ fn build_pool(
                         }
                     })
                     .collect(),
+                price_overlays: {
+                    let mut names: Vec<String> = t
+                        .offerings
+                        .iter()
+                        .filter_map(|o| o.price_overlay.clone())
+                        .collect();
+                    names.sort();
+                    names.dedup();
+                    names
+                },
                 capacity_overlays: t.capacity_overlays.clone(),
             }
         })

@@ -18,6 +18,12 @@ pub enum BenchCommand {
         /// Runs to take the fastest of.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// NodeOverlays laid over the catalog before each run.
+        #[arg(long, default_value_t = 0)]
+        overlays: usize,
+        /// Reservations of 10 instances, one for each of the first N types.
+        #[arg(long, default_value_t = 0)]
+        reservations: usize,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -57,9 +63,15 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             pods,
             instance_types,
             runs,
+            overlays,
+            reservations,
             output,
         } => {
-            let r = bench::scheduling::run(pods, instance_types, runs);
+            let features = bench::scheduling::Features {
+                overlays,
+                reservations,
+            };
+            let r = bench::scheduling::run(pods, instance_types, runs, features);
             if output == Output::Json {
                 outln!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -76,6 +88,14 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         .map(|m| format!("{m:.0} MiB"))
                         .unwrap_or_else(|| "n/a".into())
                 );
+                if r.overlays + r.reservations > 0 {
+                    outln!(
+                        "with {} overlays ({:.4} s to lay them over the catalog) and {} reservations",
+                        r.overlays,
+                        r.overlay_seconds,
+                        r.reservations
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
