@@ -45,6 +45,7 @@ mod node_termination;
 mod nominations;
 pub mod provisioner;
 mod server;
+mod static_pools;
 mod uid;
 mod uid_store;
 mod unavailable;
@@ -77,6 +78,9 @@ pub struct Options {
     pub spot_to_spot_consolidation: bool,
     /// Karpenter's `NodeOverlay` gate: NodeOverlays are read and applied.
     pub node_overlay: bool,
+    /// Karpenter's `StaticCapacity` gate: NodePools with `spec.replicas`
+    /// keep that many nodes.
+    pub static_capacity: bool,
 }
 
 impl Default for Options {
@@ -93,6 +97,7 @@ impl Default for Options {
             disruption: disruption::Settings::default(),
             spot_to_spot_consolidation: false,
             node_overlay: false,
+            static_capacity: false,
         }
     }
 }
@@ -209,7 +214,7 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         .await
         .context("waiting for the NodeOverlays")?;
     let overlay_status = ctx.clone();
-    let loops = vec![
+    let mut loops = vec![
         tokio::spawn(async move {
             overlay_status
                 .overlays
@@ -229,6 +234,9 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
             ctx.registry.runtime().cluster.clone(),
         )),
     ];
+    if ctx.options.static_capacity {
+        loops.push(tokio::spawn(static_pools::run(ctx.clone())));
+    }
     tracing::info!("leading: provisioning and lifecycle started");
     let result = match &mut elector {
         Some(elector) => tokio::select! {

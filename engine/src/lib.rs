@@ -60,6 +60,7 @@ pub mod overlay;
 pub mod plan;
 pub mod quantity;
 pub mod snapshot;
+pub mod static_pool;
 pub mod whatif;
 
 mod bitset;

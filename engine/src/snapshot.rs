@@ -91,6 +91,11 @@ pub struct NodePool {
     /// Shared: the host keeps one copy per pool and catalog, and every
     /// snapshot and decision it builds points at it.
     pub instance_types: Arc<[InstanceType]>,
+    /// `spec.replicas` of a static NodePool: it keeps that many nodes
+    /// whatever the pods ([`crate::static_pool`]); pending pods get no
+    /// NodeClaim from it and its nodes are never consolidated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
 }
 
 /// A node selector requirement, as in NodePool and pod node affinity.

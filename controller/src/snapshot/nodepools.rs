@@ -45,6 +45,7 @@ pub fn node_pool(
             requirements,
             limits: super::resource_list(np.spec.limits.as_ref()).context("limits")?,
             instance_types: types,
+            replicas: np.spec.replicas.map(|r| u32::try_from(r).unwrap_or(0)),
         })
     };
     build().with_context(|| format!("nodepool {name}"))

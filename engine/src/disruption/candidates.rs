@@ -81,6 +81,15 @@ pub(crate) fn collect(c: &Cluster, expired: &[bool], notes: &mut Notes) -> Vec<C
             notes.add(i, blocked(format!("Owning nodepool {name:?} not found")));
             continue;
         };
+        if c.pools[pool].spec.pool.replicas.is_some() {
+            notes.add(
+                i,
+                blocked(format!(
+                    "NodePool {name:?} is static: it keeps its replicas, and its nodes are not consolidated"
+                )),
+            );
+            continue;
+        }
         if let Err(why) = validate(c, n) {
             notes.add(i, blocked(why));
             continue;

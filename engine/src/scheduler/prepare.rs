@@ -601,6 +601,8 @@ impl<'s> Prepared<'s> {
         );
 
         let mut pools_in = parts.node_pools;
+        // A static NodePool launches for its replicas, never for pods.
+        pools_in.retain(|p| p.replicas.is_none());
         pools_in.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
         let mut nodes_in: Vec<(u32, &NodeRef)> = parts
             .nodes

@@ -21,4 +21,5 @@ mod node_overlay;
 mod own_cluster;
 mod reserved_capacity;
 mod simulate_cluster;
+mod static_nodepool;
 mod two_clouds;

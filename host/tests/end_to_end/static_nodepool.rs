@@ -1,0 +1,85 @@
+//! End-to-end: a static NodePool with the StaticCapacity feature gate.
+//! `kubectl scale nodepool --replicas 3` gives three Ready nodes with no pod
+//! asking for them; scaling to 1 removes two.
+
+use crate::common;
+
+use common::cluster::*;
+use k8s_openapi::api::core::v1::Node;
+use std::time::Duration;
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn ready_nodes(client: &kube::Client, pool: &str, want: usize) -> Result<(), String> {
+    let nodes = kwok_nodes(client, pool).await;
+    let up = nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none() && ready(n))
+        .count();
+    if up == want && nodes.len() == want {
+        Ok(())
+    } else {
+        Err(format!("{} nodes, {up} Ready", nodes.len()))
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn scaling_a_static_nodepool_adds_and_removes_nodes() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    let run = std::process::id();
+    let (ns, pool) = (format!("e2e-static-{run}"), format!("static-{run}"));
+    let (ns, pool) = (ns.as_str(), pool.as_str());
+    namespace(&client, ns).await;
+    apply(&c, node_class());
+    let mut np = node_pool(pool, requirements_on_demand_amd64());
+    np["spec"]["replicas"] = 0.into();
+    np["spec"]["limits"] = serde_json::json!({"nodes": "5"});
+    apply(&c, np);
+    let _controller = Controller::start(
+        &c,
+        &[],
+        &[
+            "--disable-leader-election",
+            "--feature-gates",
+            "StaticCapacity=true",
+        ],
+    );
+    kubectl(&c, &["scale", "nodepool", pool, "--replicas", "3"]);
+    wait_for("three Ready nodes", Duration::from_secs(120), || {
+        ready_nodes(&client, pool, 3)
+    })
+    .await;
+    assert_eq!(claims_of(&client, pool).await.len(), 3);
+
+    kubectl(&c, &["scale", "nodepool", pool, "--replicas", "1"]);
+    wait_for("one node left", Duration::from_secs(120), || {
+        ready_nodes(&client, pool, 1)
+    })
+    .await;
+    wait_for("one NodeClaim left", Duration::from_secs(60), || async {
+        match claims_of(&client, pool).await.len() {
+            1 => Ok(()),
+            n => Err(format!("{n} NodeClaims")),
+        }
+    })
+    .await;
+    // The scale subresource reads the NodePool's node count.
+    wait_for("status.nodes is 1", Duration::from_secs(30), || async {
+        let out = kubectl(
+            &c,
+            &["get", "nodepool", pool, "-o", "jsonpath={.status.nodes}"],
+        );
+        if out.trim() == "1" { Ok(()) } else { Err(out) }
+    })
+    .await;
+    clean_up(&client, ns, pool).await;
+}
