@@ -11,6 +11,7 @@ use crate::{Ctx, conditions, provisioner};
 use engine::static_pool::{Scale, StaticClaim, scale};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,23 +30,15 @@ pub async fn run(ctx: Arc<Ctx>) {
     loop {
         tick.tick().await;
         let now = Instant::now();
-        let in_store = |name: &str| {
-            ctx.cluster
-                .node_claims
-                .find(|c| c.name_any() == name)
-                .is_some()
-        };
+        let stored = |name: &str| ctx.cluster.node_claims.get(&ObjectRef::new(name));
+        let in_store = |name: &str| stored(name).is_some();
         // Decide on the store only once it holds what this loop created.
         if unseen.awaited(in_store, now) > 0 {
             continue;
         }
         deleted.retain(|name, at| {
             now.duration_since(*at) < DELETE_SEEN_WITHIN
-                && ctx
-                    .cluster
-                    .node_claims
-                    .find(|c| c.name_any() == *name && c.metadata.deletion_timestamp.is_none())
-                    .is_some()
+                && stored(name).is_some_and(|c| c.metadata.deletion_timestamp.is_none())
         });
         for np in ctx.cluster.node_pools.state() {
             let Some(replicas) = np.spec.replicas else {

@@ -97,16 +97,6 @@ fn facts(crd: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let spec = &crd["spec"];
     let names = &spec["names"];
-    let sorted = |v: &Value| {
-        let mut list: Vec<String> = v
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|x| x.to_string())
-            .collect();
-        list.sort();
-        list.join(",")
-    };
     for key in ["kind", "listKind", "plural", "singular"] {
         out.insert(format!("names {key}"), names[key].to_string());
     }
@@ -139,6 +129,18 @@ fn facts(crd: &Value) -> BTreeMap<String, String> {
     out
 }
 
+/// A list's items in order, so that lists are compared as sets.
+fn sorted(v: &Value) -> String {
+    let mut list: Vec<String> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| x.to_string())
+        .collect();
+    list.sort();
+    list.join(",")
+}
+
 fn walk(path: String, schema: &Value, out: &mut BTreeMap<String, String>) {
     for facet in FACETS {
         if let Some(v) = schema.get(*facet) {
@@ -146,14 +148,7 @@ fn walk(path: String, schema: &Value, out: &mut BTreeMap<String, String>) {
         }
     }
     if let Some(required) = schema.get("required") {
-        let mut list: Vec<String> = required
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|x| x.to_string())
-            .collect();
-        list.sort();
-        out.insert(format!("{path} required"), list.join(","));
+        out.insert(format!("{path} required"), sorted(required));
     }
     for rule in schema["x-kubernetes-validations"]
         .as_array()
