@@ -9,6 +9,8 @@
 //! finalizes each NodeClaim; `node_termination` drains Nodes being deleted;
 //! `disruption` removes and replaces nodes the engine picks;
 //! `garbage_collection` reconciles cloud instances with NodeClaims;
+//! `static_pools` keeps static NodePools at their replicas and
+//! `capacity_buffers` turns CapacityBuffers into virtual pending pods;
 //! `node_pool_status` and `node_class_status` write status; `leader` keeps
 //! all of it to one replica; `server` exposes metrics and probes.
 //!
@@ -23,6 +25,7 @@ pub mod snapshot;
 pub mod api_client;
 mod batch_writes;
 pub mod batcher;
+pub mod capacity_buffers;
 pub mod cluster;
 mod conditions;
 pub mod disruption;
@@ -81,6 +84,8 @@ pub struct Options {
     /// Karpenter's `StaticCapacity` gate: NodePools with `spec.replicas`
     /// keep that many nodes.
     pub static_capacity: bool,
+    /// Karpenter's `CapacityBuffer` gate: CapacityBuffers keep spare room.
+    pub capacity_buffer: bool,
 }
 
 impl Default for Options {
@@ -98,6 +103,7 @@ impl Default for Options {
             spot_to_spot_consolidation: false,
             node_overlay: false,
             static_capacity: false,
+            capacity_buffer: false,
         }
     }
 }
@@ -115,6 +121,7 @@ pub struct Ctx {
     pub nominations: nominations::Nominations,
     pub batch_writes: batch_writes::BatchWrites,
     pub overlays: node_overlays::NodeOverlays,
+    pub buffers: capacity_buffers::CapacityBuffers,
     pub(crate) unseen_claims: unseen_claims::UnseenClaims,
     /// The nodes disruption commands under way hold.
     pub(crate) disrupting: disruption::InFlight,
@@ -141,8 +148,11 @@ impl Ctx {
         // its NodeClass listed; a plugin loaded later is watched on first use.
         node_classes.watch(&registry);
         let overlays = node_overlays::NodeOverlays::start(&client, &cluster, options.node_overlay);
+        let buffers =
+            capacity_buffers::CapacityBuffers::start(&client, &cluster, options.capacity_buffer);
         Arc::new(Ctx {
             overlays,
+            buffers,
             node_classes,
             events: Arc::new(events::Events::new(client.clone(), &options.identity)),
             client,
@@ -234,6 +244,15 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
             ctx.registry.runtime().cluster.clone(),
         )),
     ];
+    if ctx.options.capacity_buffer {
+        let buffers = ctx.clone();
+        loops.push(tokio::spawn(async move {
+            buffers
+                .buffers
+                .run(buffers.client.clone(), buffers.cluster.provision.clone())
+                .await
+        }));
+    }
     if ctx.options.static_capacity {
         loops.push(tokio::spawn(static_pools::run(ctx.clone())));
     }

@@ -133,6 +133,7 @@ pub async fn provision(ctx: &Ctx) -> anyhow::Result<Outcome> {
     };
     let started = Instant::now();
     let pending = snapshot.pods.len();
+    ctx.buffers.record(&plan, &snapshot.pods);
     // The whole cluster as the engine saw it: not needed past the plan.
     drop(snapshot);
     ctx.metrics
@@ -221,7 +222,8 @@ async fn snapshot(ctx: &Ctx) -> anyhow::Result<(engine::Snapshot, Vec<Pool>)> {
     let node_claims = ctx.cluster.node_claims.state();
     let daemon_sets = ctx.cluster.daemon_sets.state();
     let pods = ctx.cluster.pods.state();
-    if !pods.iter().any(|p| snapshot::cluster::is_provisionable(p)) {
+    let buffered = ctx.buffers.pods();
+    if buffered.is_empty() && !pods.iter().any(|p| snapshot::cluster::is_provisionable(p)) {
         return Ok((engine::Snapshot::default(), Vec::new()));
     }
     let pools = pools(ctx).await;
@@ -238,12 +240,14 @@ async fn snapshot(ctx: &Ctx) -> anyhow::Result<(engine::Snapshot, Vec<Pool>)> {
     for why in &converted.skipped {
         tracing::warn!(error = %why, "object left out of scheduling");
     }
+    let mut pending = converted.pods;
+    pending.extend(buffered.iter().cloned());
     Ok((
         engine::Snapshot {
             node_pools: engine_pools,
             nodes: converted.nodes,
             daemon_sets: converted.daemon_sets,
-            pods: converted.pods,
+            pods: pending,
             options: ctx.options.engine,
         },
         pools,
@@ -403,6 +407,11 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
     let mut nominations = Vec::new();
     let now = Instant::now();
     for p in &plan.placements {
+        // A CapacityBuffer's virtual pods nominate nothing: the room they
+        // hold is disruption's to keep, and they are placed again each pass.
+        let Some(pod) = pods.get(&p.pod.uid) else {
+            continue;
+        };
         let target = match &p.target {
             engine::Target::ExistingNode(n) => {
                 ctx.nominations.nominate(n, now);
@@ -420,9 +429,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
                 None => continue,
             },
         };
-        if let Some(pod) = pods.get(&p.pod.uid) {
-            nominations.push((pod.clone(), format!("Pod should schedule on: {target}")));
-        }
+        nominations.push((pod.clone(), format!("Pod should schedule on: {target}")));
     }
     for u in &plan.unschedulable {
         if let Some(pod) = pods.get(&u.pod.uid) {

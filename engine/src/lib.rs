@@ -54,6 +54,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod bench;
+pub mod buffer;
 pub mod disruption;
 mod map;
 pub mod overlay;

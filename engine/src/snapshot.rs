@@ -253,6 +253,10 @@ pub struct Pod {
     /// copies it first if other pods share it.
     #[serde(flatten)]
     pub template: Arc<PodTemplate>,
+    /// A CapacityBuffer's virtual pod ("namespace/name" of the buffer): it
+    /// holds room for a pod that does not exist yet (see [`crate::buffer`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
 }
 
 impl Deref for Pod {

@@ -143,6 +143,13 @@ fn random_cluster(seed: u64) -> DisruptionSnapshot {
     let mut s = dsnapshot(pools, nodes);
     s.pdbs = pdbs;
     s.pending_pods = pending;
+    let mut buffering = SplitMix64::new(seed ^ 0x9e37_79b9_7f4a_7c15);
+    if buffering.below(3) == 0 {
+        let cpu = [250, 500, 1000][buffering.below(3)];
+        let app = APPS[buffering.below(2)];
+        s.pending_pods
+            .extend(buffer_pods("spare", 1 + buffering.below(4), cpu, app));
+    }
     s.options.spot_to_spot_consolidation = rng.below(2) == 0;
     s
 }

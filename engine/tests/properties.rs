@@ -166,6 +166,11 @@ fn random_snapshot(seed: u64) -> Snapshot {
         }
         pods.push(p);
     }
+    let mut buffering = SplitMix64::new(seed ^ 0x9e37_79b9_7f4a_7c15);
+    if buffering.below(3) == 0 {
+        let cpu = [500, 1000, 2000][buffering.below(3)];
+        pods.extend(buffer_pods("spare", 1 + buffering.below(4), cpu, "d"));
+    }
     Snapshot {
         node_pools: pools,
         nodes,

@@ -138,6 +138,8 @@ pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decisi
     for why in &skipped {
         tracing::warn!(error = %why, "object left out of disruption");
     }
+    let mut snap = snap;
+    snap.pending_pods.extend(ctx.buffers.pods().iter().cloned());
     let started = Instant::now();
     let plan = tokio::task::spawn_blocking(move || engine::disrupt(&snap)).await?;
     let elapsed = started.elapsed();

@@ -239,6 +239,7 @@ impl Pods {
             uid: p.metadata.uid.clone().unwrap_or_else(|| name.clone()),
             name,
             creation,
+            buffer: None,
         })
     }
 
@@ -253,6 +254,7 @@ impl Pods {
             uid: String::new(),
             name: p.metadata.name.clone().unwrap_or_default(),
             creation,
+            buffer: None,
         })
     }
 

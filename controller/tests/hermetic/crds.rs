@@ -5,7 +5,7 @@
 //! check that a real API server enforces those is tests/crds/test.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karpenter_controller::crds::{NodeClaim, NodeOverlay, NodePool};
+use karpenter_controller::crds::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool};
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -20,7 +20,12 @@ fn repo_file(path: &str) -> String {
 
 /// charts/karpenter/crds/karpenter.sh_<plural>.yaml as JSON.
 fn chart_crd(plural: &str) -> Value {
-    let text = repo_file(&format!("charts/karpenter/crds/karpenter.sh_{plural}.yaml"));
+    chart_crd_of("karpenter.sh", plural)
+}
+
+/// charts/karpenter/crds/<group>_<plural>.yaml as JSON.
+fn chart_crd_of(group: &str, plural: &str) -> Value {
+    let text = repo_file(&format!("charts/karpenter/crds/{group}_{plural}.yaml"));
     serde_saphyr::from_str::<CustomResourceDefinition>(&text)
         .unwrap_or_else(|e| panic!("{plural}: not a CustomResourceDefinition: {e}"));
     serde_saphyr::from_str(&text).expect("YAML")
@@ -138,6 +143,14 @@ fn nodeoverlay_type_and_crd_agree() {
     assert_agree(&rust_crd::<NodeOverlay>(), &yaml);
     assert_eq!(yaml["spec"]["names"]["listKind"], "NodeOverlayList");
     assert!(fields(&yaml).contains_key("spec.capacity{}"));
+}
+
+#[test]
+fn capacitybuffer_type_and_crd_agree() {
+    let yaml = chart_crd_of("autoscaling.x-k8s.io", "capacitybuffers");
+    assert_agree(&rust_crd::<CapacityBuffer>(), &yaml);
+    assert_eq!(yaml["spec"]["names"]["listKind"], "CapacityBufferList");
+    assert!(fields(&yaml).contains_key("spec.scalableRef.kind"));
 }
 
 fn spec_properties(crd: &mut Value) -> &mut serde_json::Map<String, Value> {

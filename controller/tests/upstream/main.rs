@@ -1,9 +1,10 @@
-//! Our karpenter.sh CRDs beside upstream Karpenter's, from the Go module of
-//! the release tests/peer/versions.env pins (`go mod download`, through the
-//! module proxy): the same names, scope, versions, subresources and printer
-//! columns, and under every field the same type, format, enum, default,
-//! pattern, bounds, required fields, list and map semantics and CEL rules.
-//! Descriptions are our own and are not compared. Where we differ on
+//! Our karpenter.sh CRDs and the autoscaling.x-k8s.io CapacityBuffer CRD
+//! beside upstream Karpenter's, from the Go module of the release
+//! tests/peer/versions.env pins (`go mod download`, through the module
+//! proxy): the same name, group, names, scope, versions, subresources and
+//! printer columns, and under every field the same type, format, enum,
+//! default, pattern, bounds, required fields, list and map semantics and CEL
+//! rules. Descriptions are our own and are not compared. Where we differ on
 //! purpose, [`ACCEPTED`] says so and why; any other difference fails.
 
 use serde_json::Value;
@@ -96,6 +97,8 @@ const FACETS: &[&str] = &[
 fn facts(crd: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let spec = &crd["spec"];
+    out.insert("name".into(), crd["metadata"]["name"].to_string());
+    out.insert("group".into(), spec["group"].to_string());
     let names = &spec["names"];
     for key in ["kind", "listKind", "plural", "singular"] {
         out.insert(format!("names {key}"), names[key].to_string());
@@ -226,6 +229,11 @@ fn nodeclaims_match_upstream() {
 #[test]
 fn nodeoverlays_match_upstream() {
     compare("karpenter.sh_nodeoverlays.yaml");
+}
+
+#[test]
+fn capacitybuffers_match_upstream() {
+    compare("autoscaling.x-k8s.io_capacitybuffers.yaml");
 }
 
 #[test]

@@ -35,6 +35,7 @@ fn pod(i: usize, rng: &mut SplitMix64) -> NodePod {
         name: format!("pod-{i}"),
         uid: format!("uid-{i:08}"),
         creation: i as i64,
+        buffer: None,
         template: Arc::new(PodTemplate {
             labels: StringMap::from([("app".to_string(), app.clone())]),
             requests: StringMap::from([

@@ -164,6 +164,7 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
             name: format!("pod-{i}"),
             uid: format!("uid-{i:08}"),
             creation: i as i64,
+            buffer: None,
             template: Arc::new(PodTemplate {
                 requests: StringMap::from([
                     ("cpu".to_string(), cpu),

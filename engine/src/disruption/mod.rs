@@ -10,7 +10,8 @@
 //! is its own forceful list, and `repair` (unhealthy nodes, from the
 //! provider's repair policies) its own decision. Simulations (`simulation`) run the provisioning
 //! scheduler with nodes removed. `cron` and `duration` read budget schedules
-//! and Go durations; `pdb` reads PodDisruptionBudgets.
+//! and Go durations; `pdb` reads PodDisruptionBudgets; `buffers` binds
+//! CapacityBuffers' virtual pods to the room they hold before any of it.
 //!
 //! Architecture Invariant: pure like the rest of the engine. `now` is an input
 //! (Unix seconds); the same snapshot gives the same plan byte for byte,
@@ -22,6 +23,7 @@
 //! Consolidation replacements are cheaper than what they replace.
 
 mod budgets;
+mod buffers;
 mod candidates;
 mod cluster;
 mod consolidation;
@@ -102,6 +104,13 @@ fn simulated(
 
 /// Decides this round's disruption. Pure: same snapshot, same plan.
 pub fn disrupt(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
+    match buffers::settle(snapshot) {
+        Some(settled) => decide(&settled),
+        None => decide(snapshot),
+    }
+}
+
+fn decide(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
     let c = Cluster::new(snapshot);
     let expired = expiration::expired(&c);
     let mut notes = Notes::new(c.nodes.len());

@@ -29,8 +29,12 @@ pub(crate) fn selects(selector: Option<&LabelSelector>, labels: &Labels) -> bool
         })
 }
 
-/// Whether the drain would call the Eviction API for this pod.
+/// Whether the drain would call the Eviction API for this pod (a buffer's
+/// virtual pod does not exist to evict).
 fn evicted(p: &NodePod, disrupted: &Taint) -> bool {
+    if p.pod.buffer.is_some() {
+        return false;
+    }
     let tolerates =
         first_untolerated(std::slice::from_ref(disrupted), &p.pod.tolerations, false).is_none();
     !p.mirror && !tolerates && p.do_not_disrupt.as_deref() != Some("true")

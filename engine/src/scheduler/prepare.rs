@@ -618,16 +618,22 @@ impl<'s> Prepared<'s> {
         let mut ds_in = parts.daemon_sets;
         ds_in.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         // Karpenter's order: CPU desc, memory desc (precomputed, so that
-        // ties do not read the requests again), then creation and uid.
-        let mut keyed: Vec<((i64, i64), u32, &'s Pod)> = parts
+        // ties do not read the requests again), then creation and uid. A
+        // CapacityBuffer's virtual pods come after every real pod, so real
+        // pods take the room there is and the headroom is what is left.
+        let mut keyed: Vec<((bool, i64, i64), u32, &'s Pod)> = parts
             .pods
             .iter()
             .enumerate()
-            .map(|(i, p)| (pod_cpu_mem(p), i as u32, *p))
+            .map(|(i, p)| {
+                let (cpu, mem) = pod_cpu_mem(p);
+                ((p.buffer.is_some(), cpu, mem), i as u32, *p)
+            })
             .collect();
         keyed.sort_by(|(ka, _, a), (kb, _, b)| {
-            kb.0.cmp(&ka.0)
+            ka.0.cmp(&kb.0)
                 .then(kb.1.cmp(&ka.1))
+                .then(kb.2.cmp(&ka.2))
                 .then_with(|| pod_tie_order(a, b))
         });
 

@@ -113,6 +113,23 @@ pub fn pod(name: &str, cpu_milli: i64, mem: i64) -> Pod {
 }
 
 /// `n` pods of one template, as a Deployment's are: they share it.
+/// `n` virtual pods of CapacityBuffer default/`name` (app `app`), as the
+/// host makes them.
+pub fn buffer_pods(name: &str, n: usize, cpu_milli: i64, app: &str) -> Vec<Pod> {
+    let template = std::sync::Arc::new(PodTemplate {
+        requests: res(&[("cpu", cpu_milli)]),
+        labels: labels(&[("app", app)]),
+        ..PodTemplate::default()
+    });
+    let b = engine::buffer::Buffer {
+        namespace: "default",
+        name,
+        uid: name,
+        creation: 0,
+    };
+    engine::buffer::virtual_pods(b, n as i32, template)
+}
+
 pub fn pods(prefix: &str, n: usize, cpu_milli: i64, mem: i64) -> Vec<Pod> {
     let one = pod(prefix, cpu_milli, mem);
     (0..n)

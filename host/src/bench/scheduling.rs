@@ -1,6 +1,7 @@
 //! `karpenter bench scheduling`: Karpenter's own scheduling benchmark shape
 //! (400 instance types, five pod kinds), timed on one core; optionally with
-//! NodeOverlays laid over the catalog and reservations in it.
+//! NodeOverlays laid over the catalog, reservations in it and a
+//! CapacityBuffer's virtual pods among the pods.
 
 use serde::Serialize;
 use std::time::Instant;
@@ -11,6 +12,7 @@ pub struct Report {
     pub instance_types: usize,
     pub overlays: usize,
     pub reservations: usize,
+    pub buffer_replicas: usize,
     /// Laying the overlays over the catalog, as every pass does (fastest run).
     pub overlay_seconds: f64,
     pub runs: usize,
@@ -29,11 +31,14 @@ pub struct Report {
 pub struct Features {
     pub overlays: usize,
     pub reservations: usize,
+    /// Virtual pods of one CapacityBuffer (1 CPU, 1 GiB each).
+    pub buffer_replicas: usize,
 }
 
 pub fn run(pods: usize, instance_types: usize, runs: usize, features: Features) -> Report {
     let mut snapshot = engine::bench::scheduling_snapshot(pods, instance_types);
     add_reservations(&mut snapshot, features.reservations);
+    add_buffer(&mut snapshot, features.buffer_replicas);
     let overlays = overlays(features.overlays);
     let base = snapshot.node_pools[0].instance_types.clone();
     let mut best = f64::INFINITY;
@@ -67,6 +72,7 @@ pub fn run(pods: usize, instance_types: usize, runs: usize, features: Features) 
         instance_types,
         overlays: features.overlays,
         reservations: features.reservations,
+        buffer_replicas: features.buffer_replicas,
         overlay_seconds: if overlays.is_empty() {
             0.0
         } else {
@@ -141,6 +147,29 @@ fn add_reservations(snapshot: &mut engine::Snapshot, n: usize) {
         });
     }
     snapshot.node_pools[0].instance_types = types.into();
+}
+
+/// A CapacityBuffer of `replicas` chunks of 1 CPU and 1 GiB.
+fn add_buffer(snapshot: &mut engine::Snapshot, replicas: usize) {
+    if replicas == 0 {
+        return;
+    }
+    let template = std::sync::Arc::new(engine::PodTemplate {
+        requests: [("cpu".to_string(), 1000), ("memory".to_string(), 1 << 30)]
+            .into_iter()
+            .collect(),
+        ..engine::PodTemplate::default()
+    });
+    let buffer = engine::buffer::Buffer {
+        namespace: "default",
+        name: "spare",
+        uid: "spare",
+        creation: 0,
+    };
+    let count = i32::try_from(replicas).unwrap_or(i32::MAX);
+    snapshot
+        .pods
+        .extend(engine::buffer::virtual_pods(buffer, count, template));
 }
 
 /// VmHWM from /proc/self/status, where there is one.

@@ -24,6 +24,9 @@ pub enum BenchCommand {
         /// Reservations of 10 instances, one for each of the first N types.
         #[arg(long, default_value_t = 0)]
         reservations: usize,
+        /// Virtual pods of one CapacityBuffer placed after the pods.
+        #[arg(long, default_value_t = 0)]
+        buffer_replicas: usize,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -65,11 +68,13 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             runs,
             overlays,
             reservations,
+            buffer_replicas,
             output,
         } => {
             let features = bench::scheduling::Features {
                 overlays,
                 reservations,
+                buffer_replicas,
             };
             let r = bench::scheduling::run(pods, instance_types, runs, features);
             if output == Output::Json {
@@ -88,12 +93,13 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         .map(|m| format!("{m:.0} MiB"))
                         .unwrap_or_else(|| "n/a".into())
                 );
-                if r.overlays + r.reservations > 0 {
+                if r.overlays + r.reservations + r.buffer_replicas > 0 {
                     outln!(
-                        "with {} overlays ({:.4} s to lay them over the catalog) and {} reservations",
+                        "with {} overlays ({:.4} s to lay them over the catalog), {} reservations and a CapacityBuffer of {}",
                         r.overlays,
                         r.overlay_seconds,
-                        r.reservations
+                        r.reservations,
+                        r.buffer_replicas
                     );
                 }
             }

@@ -198,6 +198,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         spot_to_spot_consolidation: gate("SpotToSpotConsolidation"),
         node_overlay: gate("NodeOverlay"),
         static_capacity: gate("StaticCapacity"),
+        capacity_buffer: gate("CapacityBuffer"),
         registration_ttl: args.registration_ttl,
         gc_interval: args.gc_interval,
         election: (!args.disable_leader_election).then(|| leader::Election {

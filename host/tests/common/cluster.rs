@@ -367,6 +367,7 @@ pub fn install_crds(c: &Cluster) {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "nodeoverlays.karpenter.sh",
+        "capacitybuffers.autoscaling.x-k8s.io",
     ] {
         wait_established(c, crd);
     }

@@ -10,6 +10,7 @@ mod common;
 
 mod api_reads;
 mod azure_cluster;
+mod capacity_buffer;
 mod chart;
 mod config_helm;
 mod conformance_cluster;

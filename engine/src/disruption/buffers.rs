@@ -1,0 +1,63 @@
+//! CapacityBuffer room as load. A buffer's virtual pods arrive pending; the
+//! room they fit in the cluster as it stands is theirs, so each pod that
+//! fits is bound where it fits before anything is decided: a node holding
+//! room is not empty, and consolidating it must find the room elsewhere, as
+//! it must for real pods. Virtual pods that fit nowhere stay pending, like
+//! any pending pod (a simulation may leave them so).
+
+use std::collections::BTreeMap;
+
+use crate::scheduler::run::Run;
+use crate::scheduler::state::Spot;
+
+use super::cluster::Cluster;
+use super::simulation::Inputs;
+use super::snapshot::{DisruptionSnapshot, NodePod};
+
+/// The snapshot with every virtual pod that fits bound to the node it fits
+/// on; `None` when there is no virtual pod.
+pub(crate) fn settle(s: &DisruptionSnapshot) -> Option<DisruptionSnapshot> {
+    if !s.pending_pods.iter().any(|p| p.buffer.is_some()) {
+        return None;
+    }
+    // (pending pod, node) by uid and name: the cluster's views borrow `s`.
+    let mut bound: Vec<(String, String)> = Vec::new();
+    {
+        let c = Cluster::new(s);
+        let nobody = vec![false; c.nodes.len()];
+        let inputs = Inputs::new(&c, &[], &nobody);
+        let p = inputs.prepare(&c);
+        let removed: Vec<bool> = p
+            .nodes
+            .iter()
+            .map(|n| c.nodes[n.source as usize].node.deleting)
+            .collect();
+        let pods: Vec<u32> = (0..p.pods.len() as u32)
+            .filter(|&i| p.pods[i as usize].pod.buffer.is_some())
+            .collect();
+        let run = Run::new(&p, &removed, pods);
+        for (i, spot) in run.spots.iter().enumerate() {
+            if let Some(Spot::Node(n)) = spot {
+                let pod = p.pods[run.pods[i] as usize].pod;
+                bound.push((pod.uid.clone(), p.nodes[*n].name.clone()));
+            }
+        }
+    }
+    let moved: BTreeMap<String, String> = bound.into_iter().collect();
+    let mut out = s.clone();
+    let pending = std::mem::take(&mut out.pending_pods);
+    for pod in pending {
+        let node = moved
+            .get(&pod.uid)
+            .filter(|_| pod.buffer.is_some())
+            .and_then(|name| out.nodes.iter_mut().find(|n| &n.name == name));
+        match node {
+            Some(n) => n.pods.push(NodePod {
+                pod,
+                ..NodePod::default()
+            }),
+            None => out.pending_pods.push(pod),
+        }
+    }
+    Some(out)
+}
