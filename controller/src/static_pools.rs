@@ -3,7 +3,9 @@
 //! created from its template (the plugin picks the type), or deleted in the
 //! order `engine::static_pool` gives. `kubectl scale nodepool` works through
 //! the scale subresource. The provisioner never launches into a static
-//! NodePool and disruption never consolidates its nodes.
+//! NodePool and disruption never consolidates its nodes; it replaces drifted
+//! ones, a NodeClaim from the template first, and this loop does not count
+//! the node being replaced.
 
 use crate::crds::{NodeClaim, NodePool};
 use crate::unseen_claims::UnseenClaims;
@@ -59,6 +61,13 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
+/// A node drift is replacing: its replacement already counts, and it goes
+/// once that is up.
+fn replacing(ctx: &Ctx, c: &NodeClaim) -> bool {
+    ctx.disrupting.contains(&c.name_any())
+        || c.node_name().is_some_and(|n| ctx.disrupting.contains(n))
+}
+
 fn decide(ctx: &Ctx, np: &NodePool, replicas: i64, deleted: &BTreeMap<String, Instant>) -> Scale {
     let name = np.name_any();
     let claims: Vec<Arc<NodeClaim>> = ctx
@@ -70,6 +79,7 @@ fn decide(ctx: &Ctx, np: &NodePool, replicas: i64, deleted: &BTreeMap<String, In
             c.node_pool() == Some(name.as_str())
                 && c.metadata.deletion_timestamp.is_none()
                 && !deleted.contains_key(&c.name_any())
+                && !replacing(ctx, c)
         })
         .collect();
     let node_limit = np

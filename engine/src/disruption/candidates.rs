@@ -34,6 +34,9 @@ pub(crate) struct Candidate {
     pub(crate) drift: Option<String>,
     /// Whether consolidateAfter has passed (and consolidation is on).
     pub(crate) consolidatable: Result<(), KeepReason>,
+    /// Of a static NodePool: only drift replaces it, with a NodeClaim from
+    /// the template, never consolidation.
+    pub(crate) in_static_pool: bool,
 }
 
 impl Candidate {
@@ -81,20 +84,26 @@ pub(crate) fn collect(c: &Cluster, expired: &[bool], notes: &mut Notes) -> Vec<C
             notes.add(i, blocked(format!("Owning nodepool {name:?} not found")));
             continue;
         };
-        if c.pools[pool].spec.pool.replicas.is_some() {
-            notes.add(
-                i,
-                blocked(format!(
-                    "NodePool {name:?} is static: it keeps its replicas, and its nodes are not consolidated"
-                )),
-            );
+        let in_static_pool = c.pools[pool].spec.pool.replicas.is_some();
+        let not_consolidated = || {
+            blocked(format!(
+                "NodePool {name:?} is static: it keeps its replicas, and its nodes are not consolidated"
+            ))
+        };
+        if in_static_pool && drift(&c.pools[pool], n.node).is_none() {
+            notes.add(i, not_consolidated());
             continue;
         }
         if let Err(why) = validate(c, n) {
             notes.add(i, blocked(why));
             continue;
         }
-        out.push(candidate(c, i, pool));
+        let mut cand = candidate(c, i, pool);
+        if in_static_pool {
+            cand.in_static_pool = true;
+            cand.consolidatable = Err(not_consolidated());
+        }
+        out.push(cand);
     }
     out
 }
@@ -204,6 +213,7 @@ fn candidate(c: &Cluster, i: usize, pool_index: usize) -> Candidate {
         reschedulable: n.reschedulable().count(),
         drift: drift(pool, node),
         consolidatable: consolidatable(c, pool, node),
+        in_static_pool: false,
     }
 }
 

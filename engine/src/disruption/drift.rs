@@ -5,8 +5,14 @@
 //! still initializing, so commands follow each other without waiting for the
 //! previous replacement. No price test: drift is about correctness, not
 //! savings.
+//!
+//! A static NodePool's drifted node is replaced by a NodeClaim from the
+//! NodePool's template, made before the node goes, with no simulation (its
+//! pods go wherever they fit, as they would on a scale-down): one per
+//! budget, only while the NodePool is not above its replicas and only if
+//! the replacement fits its node limit, as Karpenter's static drift does.
 
-use crate::plan::Plan;
+use crate::plan::{NewNodeClaim, Plan};
 
 use super::Draft;
 use super::budgets::{self, Budgets};
@@ -26,7 +32,7 @@ pub(crate) fn run(
 ) -> Option<Draft> {
     let reason = DisruptionReason::Drifted;
     let mut drifted: Vec<usize> = (0..cands.len())
-        .filter(|&i| cands[i].drift.is_some())
+        .filter(|&i| cands[i].drift.is_some() && !cands[i].in_static_pool)
         .collect();
     let since = |i: usize| {
         let n = c.nodes[cands[i].node].node;
@@ -85,6 +91,86 @@ pub(crate) fn run(
                 });
             }
         }
+    }
+    static_pools(c, cands, budgets, notes)
+}
+
+fn static_pools(
+    c: &Cluster,
+    cands: &[Candidate],
+    mut budgets: Budgets,
+    notes: &mut Notes,
+) -> Option<Draft> {
+    let reason = DisruptionReason::Drifted;
+    let mut drifted: Vec<usize> = (0..cands.len())
+        .filter(|&i| cands[i].drift.is_some() && cands[i].in_static_pool)
+        .collect();
+    let since = |i: usize| {
+        let n = c.nodes[cands[i].node].node;
+        n.drifted_since.unwrap_or(n.created)
+    };
+    drifted.sort_by_key(|&i| (since(i), cands[i].node));
+    for i in drifted {
+        let cand = &cands[i];
+        let pool = &c.pools[cand.pool].spec.pool;
+        let replicas = i64::from(pool.replicas.unwrap_or(0));
+        let running = c
+            .nodes
+            .iter()
+            .filter(|n| n.pool == Some(cand.pool) && !n.node.deleting)
+            .count() as i64;
+        if running > replicas {
+            notes.say(
+                cand.node,
+                KeepKind::DisruptionBlocked,
+                format!("static NodePool has {running} nodes for {replicas} replicas and is scaling down"),
+            );
+            continue;
+        }
+        if pool
+            .limits
+            .get(vocabulary::resources::NODES)
+            .is_some_and(|&limit| running + 1 > limit)
+        {
+            notes.say(
+                cand.node,
+                KeepKind::DisruptionBlocked,
+                "static NodePool is at its node limit and cannot stage a replacement".to_string(),
+            );
+            continue;
+        }
+        if !budgets.take(cand.pool, reason) {
+            notes.say(
+                cand.node,
+                KeepKind::DisruptionBlocked,
+                budgets::blocked_message(reason),
+            );
+            continue;
+        }
+        // What the static NodePool creates from its template: the plugin
+        // picks the type within its requirements.
+        let template = NewNodeClaim {
+            node_pool: pool.name.clone(),
+            requirements: pool.requirements.clone(),
+            instance_types: Vec::new(),
+            instance_type_min_values: None,
+            requests: Default::default(),
+            cheapest: None,
+            pods: Vec::new(),
+            price_overlays: Vec::new(),
+            capacity_overlays: Vec::new(),
+        };
+        return Some(Draft {
+            method: Method::Drift,
+            reason,
+            nodes: vec![cand.node],
+            replacements: Plan {
+                new_node_claims: vec![template],
+                ..Plan::default()
+            },
+            candidates_price: cand.price.clone().unwrap_or(0.0),
+            replacements_price: 0.0,
+        });
     }
     None
 }

@@ -1,11 +1,14 @@
 //! End-to-end: a static NodePool with the StaticCapacity feature gate.
 //! `kubectl scale nodepool --replicas 3` gives three Ready nodes with no pod
-//! asking for them; scaling to 1 removes two.
+//! asking for them; scaling to 1 removes two; a template change replaces the
+//! drifted node, its replacement first.
 
 use crate::common;
 
 use common::cluster::*;
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 fn ready(n: &Node) -> bool {
@@ -81,5 +84,53 @@ async fn scaling_a_static_nodepool_adds_and_removes_nodes() {
         if out.trim() == "1" { Ok(()) } else { Err(out) }
     })
     .await;
+
+    // Drift: a new template label replaces the node, its replacement made
+    // first, so the NodePool never has fewer than its one node.
+    let before: Vec<String> = claims_of(&client, pool)
+        .await
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    kubectl(
+        &c,
+        &[
+            "patch",
+            "nodepool",
+            pool,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"template":{"metadata":{"labels":{"generation":"2"}}}}}"#,
+        ],
+    );
+    let most = std::sync::Arc::new(AtomicUsize::new(0));
+    wait_for_every(
+        "the drifted node replaced",
+        Duration::from_secs(180),
+        Duration::from_millis(500),
+        || {
+            let client = client.clone();
+            let before = before.clone();
+            let most = most.clone();
+            async move {
+                let claims = claims_of(&client, pool).await;
+                most.fetch_max(claims.len(), Ordering::Relaxed);
+                let names: Vec<String> = claims.iter().map(|c| c.name_any()).collect();
+                let fresh = names.len() == 1 && !before.contains(&names[0]);
+                if fresh && ready_nodes(&client, pool, 1).await.is_ok() {
+                    Ok(())
+                } else {
+                    Err(format!("NodeClaims {names:?}"))
+                }
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        most.load(Ordering::Relaxed),
+        2,
+        "the replacement came before the node went, one at a time"
+    );
     clean_up(&client, ns, pool).await;
 }
