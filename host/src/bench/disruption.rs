@@ -1,6 +1,7 @@
 //! `karpenter bench disruption`: one disruption decision over the engine's
 //! consolidatable benchmark cluster (varied pod sizes, some empty nodes,
-//! do-not-disrupt pods, a PDB and a budget), timed, with what it found.
+//! do-not-disrupt pods, a PDB and a budget), timed, with what it found;
+//! optionally with a CapacityBuffer's room to keep.
 
 use engine::disruption::{KeepKind, Method};
 use serde::Serialize;
@@ -10,6 +11,7 @@ use std::time::Instant;
 pub struct Report {
     pub nodes: usize,
     pub pods: usize,
+    pub buffer_replicas: usize,
     pub runs: usize,
     /// The fastest decision.
     pub seconds: f64,
@@ -29,8 +31,11 @@ pub struct Report {
     pub peak_rss_mib: Option<f64>,
 }
 
-pub fn run(nodes: usize, pods: usize, runs: usize) -> Report {
-    let snapshot = engine::bench::disruption_snapshot(nodes, pods);
+pub fn run(nodes: usize, pods: usize, buffer_replicas: usize, runs: usize) -> Report {
+    let mut snapshot = engine::bench::disruption_snapshot(nodes, pods);
+    snapshot
+        .pending_pods
+        .extend(super::buffer_pods(buffer_replicas));
     let mut best = f64::INFINITY;
     let mut plan = None;
     for _ in 0..runs.max(1) {
@@ -50,6 +55,7 @@ pub fn run(nodes: usize, pods: usize, runs: usize) -> Report {
     Report {
         nodes,
         pods,
+        buffer_replicas,
         runs: runs.max(1),
         seconds: best,
         method: command.map(|c| c.method),

@@ -38,7 +38,9 @@ pub struct Features {
 pub fn run(pods: usize, instance_types: usize, runs: usize, features: Features) -> Report {
     let mut snapshot = engine::bench::scheduling_snapshot(pods, instance_types);
     add_reservations(&mut snapshot, features.reservations);
-    add_buffer(&mut snapshot, features.buffer_replicas);
+    snapshot
+        .pods
+        .extend(super::buffer_pods(features.buffer_replicas));
     let overlays = overlays(features.overlays);
     let base = snapshot.node_pools[0].instance_types.clone();
     let mut best = f64::INFINITY;
@@ -147,29 +149,6 @@ fn add_reservations(snapshot: &mut engine::Snapshot, n: usize) {
         });
     }
     snapshot.node_pools[0].instance_types = types.into();
-}
-
-/// A CapacityBuffer of `replicas` chunks of 1 CPU and 1 GiB.
-fn add_buffer(snapshot: &mut engine::Snapshot, replicas: usize) {
-    if replicas == 0 {
-        return;
-    }
-    let template = std::sync::Arc::new(engine::PodTemplate {
-        requests: [("cpu".to_string(), 1000), ("memory".to_string(), 1 << 30)]
-            .into_iter()
-            .collect(),
-        ..engine::PodTemplate::default()
-    });
-    let buffer = engine::buffer::Buffer {
-        namespace: "default",
-        name: "spare",
-        uid: "spare",
-        creation: 0,
-    };
-    let count = i32::try_from(replicas).unwrap_or(i32::MAX);
-    snapshot
-        .pods
-        .extend(engine::buffer::virtual_pods(buffer, count, template));
 }
 
 /// VmHWM from /proc/self/status, where there is one.

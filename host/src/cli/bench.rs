@@ -40,6 +40,9 @@ pub enum BenchCommand {
         /// Runs to take the fastest of.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Virtual pods of one CapacityBuffer, whose room is kept.
+        #[arg(long, default_value_t = 0)]
+        buffer_replicas: usize,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -108,10 +111,12 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Disruption {
             nodes,
             pods,
+            buffer_replicas,
             runs,
             output,
         } => {
-            let r = bench::disruption::run(nodes, pods.unwrap_or(nodes * 10), runs);
+            let r =
+                bench::disruption::run(nodes, pods.unwrap_or(nodes * 10), buffer_replicas, runs);
             if output == Output::Json {
                 outln!("{}", serde_json::to_string_pretty(&r)?);
                 return Ok(ExitCode::SUCCESS);
@@ -128,9 +133,10 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 _ => "no command".into(),
             };
             outln!(
-                "nodes {}  pods {}  {:.4} s  {found}; kept: {} blocked, {} unconsolidatable, {} waiting  peak RSS {}",
+                "nodes {}  pods {}  buffer {}  {:.4} s  {found}; kept: {} blocked, {} unconsolidatable, {} waiting  peak RSS {}",
                 r.nodes,
                 r.pods,
+                r.buffer_replicas,
                 r.seconds,
                 r.blocked,
                 r.unconsolidatable,
