@@ -71,24 +71,7 @@ impl NodeOverlays {
             self.lock().clear();
             return;
         }
-        let out = {
-            let views: Vec<OverlayPool> = pools
-                .iter()
-                .map(|p| &**p)
-                .map(|p| OverlayPool {
-                    name: &p.name,
-                    labels: &p.labels,
-                    types: &p.instance_types,
-                })
-                .collect();
-            overlay::apply(&views, &overlays)
-        };
-        for (pool, types) in pools.iter_mut().zip(out.pools) {
-            if let Some(types) = types {
-                pool.instance_types = types.into();
-            }
-        }
-        *self.lock() = out.conflicts;
+        *self.lock() = lay_over(&mut pools, &overlays);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
@@ -111,6 +94,32 @@ impl NodeOverlays {
             }
         }
     }
+}
+
+/// Lays `overlays` over the pools' catalogs; returns the overlays in
+/// conflict, and why.
+pub fn lay_over(
+    pools: &mut [&mut engine::NodePool],
+    overlays: &[overlay::NodeOverlay],
+) -> BTreeMap<String, String> {
+    let out = {
+        let views: Vec<OverlayPool> = pools
+            .iter()
+            .map(|p| &**p)
+            .map(|p| OverlayPool {
+                name: &p.name,
+                labels: &p.labels,
+                types: &p.instance_types,
+            })
+            .collect();
+        overlay::apply(&views, overlays)
+    };
+    for (pool, types) in pools.iter_mut().zip(out.pools) {
+        if let Some(types) = types {
+            pool.instance_types = types.into();
+        }
+    }
+    out.conflicts
 }
 
 /// An overlay as the engine takes it, or why it cannot be read (what

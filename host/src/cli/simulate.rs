@@ -52,6 +52,10 @@ pub struct SimulateArgs {
     /// an optional leading +): expiry and budget schedules are read then.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub at: Option<String>,
+    /// Karpenter's feature gates, as the controller takes them
+    /// (NodeOverlay=true lays the NodeOverlays over the catalogs).
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
@@ -90,6 +94,10 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         disruption: args.disruption,
         now: now.as_second() + offset.as_secs() as i64,
         as_controller: args.cluster,
+        node_overlay: super::controller::feature_gates(&args.feature_gates)?
+            .get("NodeOverlay")
+            .copied()
+            .unwrap_or(false),
     };
     let sim = simulate::run(&state, &registry, options).await?;
     notes.extend(
@@ -292,7 +300,10 @@ fn table(sim: &Simulation) -> String {
                     .map(|o| o.capacity_type.clone())
                     .unwrap_or_else(|| "-".into()),
                 cheapest
-                    .map(|o| format!("{:.4}", o.price))
+                    .map(|o| match &o.price_overlay {
+                        Some(overlay) => format!("{:.4} (nodeoverlay {overlay})", o.price),
+                        None => format!("{:.4}", o.price),
+                    })
                     .unwrap_or_else(|| "-".into()),
                 c.pods.len().to_string(),
             ]
@@ -327,6 +338,9 @@ fn table(sim: &Simulation) -> String {
         plan.unschedulable.len(),
         plan.total_price_per_hour()
     );
+    for note in &sim.overlays {
+        let _ = writeln!(out, "{note}");
+    }
     for u in &plan.unschedulable {
         let _ = writeln!(
             out,

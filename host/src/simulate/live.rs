@@ -4,6 +4,7 @@
 
 use super::state::State;
 use anyhow::Context;
+use karpenter_controller::crds::NodeOverlay;
 use karpenter_controller::{self as controller, Ctx, cluster::Cluster, metrics::Metrics};
 use karpenter_runtime::Registry;
 use std::sync::Arc;
@@ -31,8 +32,19 @@ pub async fn read(client: kube::Client, registry: Arc<Registry>) -> anyhow::Resu
             node_classes.push(value);
         }
     }
+    // Listed whatever the gate: the simulation decides whether they apply.
+    // A cluster without the NodeOverlay CRD has none.
+    let node_overlays = match kube::Api::<NodeOverlay>::all(ctx.client.clone())
+        .list(&Default::default())
+        .await
+    {
+        Ok(list) => list.items.into_iter().map(Arc::new).collect(),
+        Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+        Err(e) => return Err(e).context("listing NodeOverlays"),
+    };
     let c = &ctx.cluster;
     Ok(State {
+        node_overlays,
         pods: c.pods.state(),
         nodes: c.nodes.state(),
         node_claims: c.node_claims.state(),

@@ -1,12 +1,12 @@
-//! Reading Kubernetes YAML: NodePools, NodeClasses (any kind a plugin
-//! serves), Pods, workloads expanded to their replicas, Nodes, DaemonSets and
+//! Reading Kubernetes YAML: NodePools, NodeOverlays, NodeClasses (any kind
+//! a plugin serves), Pods, workloads expanded to their replicas, Nodes, DaemonSets and
 //! PodDisruptionBudgets.
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use karpenter_controller::crds::NodePool;
+use karpenter_controller::crds::{NodeOverlay, NodePool};
 use karpenter_controller::slim::Node;
 use serde_json::Value;
 
@@ -22,6 +22,7 @@ pub struct Workload {
 #[derive(Default)]
 pub struct Manifests {
     pub node_pools: Vec<NodePool>,
+    pub node_overlays: Vec<NodeOverlay>,
     /// Objects of other API groups: NodeClasses, matched to plugins later.
     pub node_classes: Vec<Value>,
     pub pods: Vec<Pod>,
@@ -67,6 +68,9 @@ impl Manifests {
             ("karpenter.sh/v1", "NodePool") => self
                 .node_pools
                 .push(serde_json::from_value(value).with_context(|| parse("NodePool"))?),
+            ("karpenter.sh/v1alpha1", "NodeOverlay") => self
+                .node_overlays
+                .push(serde_json::from_value(value).with_context(|| parse("NodeOverlay"))?),
             ("v1", "Pod") => self
                 .pods
                 .push(serde_json::from_value(value).with_context(|| parse("Pod"))?),

@@ -31,6 +31,8 @@ pub struct Options {
     /// without its plugin or NodeClass, an object that does not convert),
     /// rather than fail: a live cluster is simulated as the controller sees it.
     pub as_controller: bool,
+    /// Karpenter's `NodeOverlay` gate: the NodeOverlays change the catalogs.
+    pub node_overlay: bool,
 }
 
 #[derive(Serialize)]
@@ -47,6 +49,8 @@ pub struct Simulation {
     pub diff: Diff,
     /// What was left out, with why (`Options::as_controller`).
     pub skipped: Vec<String>,
+    /// NodeOverlays not applied, and why.
+    pub overlays: Vec<String>,
 }
 
 /// Decides for `state`: provisioning, then, if asked, disruption.
@@ -76,6 +80,7 @@ pub async fn run(
             Err(e) => return Err(e),
         }
     }
+    let overlays = lay_overlays(state, &mut pools, options.node_overlay);
     let engine_pools: Vec<engine::NodePool> = pools.iter().map(|(_, p)| p.clone()).collect();
     let objects = || Objects {
         pods: &state.pods,
@@ -118,7 +123,48 @@ pub async fn run(
         plan,
         disruption,
         skipped: left_out,
+        overlays,
     })
+}
+
+/// Lays the NodeOverlays over the pools' catalogs, as the controller does
+/// with the gate on; returns what was not applied, and why.
+fn lay_overlays(
+    state: &State,
+    pools: &mut [(Arc<NodePool>, engine::NodePool)],
+    enabled: bool,
+) -> Vec<String> {
+    use karpenter_controller::node_overlays;
+    if state.node_overlays.is_empty() {
+        return Vec::new();
+    }
+    if !enabled {
+        return vec![format!(
+            "{} NodeOverlay(s) not applied: the NodeOverlay feature gate is off (--feature-gates NodeOverlay=true)",
+            state.node_overlays.len()
+        )];
+    }
+    let mut notes = Vec::new();
+    let overlays: Vec<engine::overlay::NodeOverlay> = state
+        .node_overlays
+        .iter()
+        .filter_map(|o| match node_overlays::read(o) {
+            Ok(read) => Some(read),
+            Err(why) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                notes.push(format!("nodeoverlay {name}: {why}"));
+                None
+            }
+        })
+        .collect();
+    let mut engine_pools: Vec<&mut engine::NodePool> = pools.iter_mut().map(|(_, p)| p).collect();
+    let conflicts = node_overlays::lay_over(&mut engine_pools, &overlays);
+    notes.extend(
+        conflicts
+            .into_iter()
+            .map(|(name, why)| format!("nodeoverlay {name}: {why}")),
+    );
+    notes
 }
 
 fn check(skipped: &[String], options: &Options) -> anyhow::Result<()> {

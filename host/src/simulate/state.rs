@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod as FullPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use karpenter_controller::crds::{NodeClaim, NodePool};
+use karpenter_controller::crds::{NodeClaim, NodeOverlay, NodePool};
 use karpenter_controller::slim::pod::{PodCondition, PodStatus, State as PodState};
 use karpenter_controller::slim::{Node, Pod};
 use karpenter_controller::snapshot::pods::Pods;
@@ -43,6 +43,7 @@ pub struct State {
     pub nodes: Vec<Arc<Node>>,
     pub node_claims: Vec<Arc<NodeClaim>>,
     pub node_pools: Vec<Arc<NodePool>>,
+    pub node_overlays: Vec<Arc<NodeOverlay>>,
     /// NodeClasses of any kind, as JSON with apiVersion and kind.
     pub node_classes: Vec<Value>,
     pub daemon_sets: Vec<Arc<DaemonSet>>,
@@ -60,6 +61,13 @@ impl State {
                 o.metadata.name.as_deref() == Some(&name)
             });
             notes.push(format!("nodepool {name} {}", verb(replaced)));
+        }
+        for o in &m.node_overlays {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let replaced = replace(&mut self.node_overlays, Arc::new(o.clone()), |x| {
+                x.metadata.name.as_deref() == Some(&name)
+            });
+            notes.push(format!("nodeoverlay {name} {}", verb(replaced)));
         }
         for class in &m.node_classes {
             let key = class_key(class);
@@ -132,6 +140,12 @@ impl State {
                 "nodepool {name} deleted with its {} node(s)",
                 gone.len()
             ));
+        }
+        for o in &m.node_overlays {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            self.node_overlays
+                .retain(|x| x.metadata.name.as_deref() != Some(&name));
+            notes.push(format!("nodeoverlay {name} deleted"));
         }
         for class in &m.node_classes {
             let key = class_key(class);

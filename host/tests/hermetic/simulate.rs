@@ -61,6 +61,56 @@ async fn inflate_lands_on_one_cheapest_node_that_fits() {
 }
 
 #[tokio::test]
+async fn a_node_overlay_changes_the_type_and_is_named_with_the_gate_on() {
+    const OVERLAY: &str = "
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: cheap-m}
+spec:
+  requirements: [{key: karpenter.kwok.sh/instance-family, operator: In, values: [m]}]
+  priceAdjustment: '-60%'
+";
+    let m = example(OVERLAY);
+    let mut state = simulate::state::State::default();
+    let now = jiff::Timestamp::now();
+    state
+        .apply(
+            &m,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+        )
+        .expect("applies");
+    let registry = registry().await;
+    let options = |node_overlay| simulate::Options {
+        now: now.as_second(),
+        node_overlay,
+        ..simulate::Options::default()
+    };
+    let off = simulate::run(&state, &registry, options(false))
+        .await
+        .expect("simulates");
+    let cheapest = |sim: &simulate::Simulation| {
+        sim.plan.new_node_claims[0]
+            .cheapest
+            .clone()
+            .expect("an offering")
+    };
+    assert_eq!(cheapest(&off).instance_type, "c-8x-amd64-linux");
+    assert!(
+        off.overlays[0].contains("feature gate is off"),
+        "{:?}",
+        off.overlays
+    );
+
+    let on = simulate::run(&state, &registry, options(true))
+        .await
+        .expect("simulates");
+    let chosen = cheapest(&on);
+    assert_eq!(chosen.instance_type, "m-8x-amd64-linux");
+    assert_eq!(chosen.price_overlay.as_deref(), Some("cheap-m"));
+    assert!(on.overlays.is_empty(), "{:?}", on.overlays);
+}
+
+#[tokio::test]
 async fn a_pod_nothing_can_host_gets_a_reason() {
     let huge = r#"
 apiVersion: v1
