@@ -266,7 +266,7 @@ impl Guest for Azure {
             ));
         }
 
-        let (it, offering) = cheapest_offering(&claim, &types).ok_or_else(|| {
+        let (it, offering) = offering_to_launch(&claim, &types).ok_or_else(|| {
             insufficient_capacity(
                 format!("no available offering satisfies NodeClaim {}", claim.name),
                 vec![],

@@ -405,11 +405,11 @@ mod tests {
             image_id: None,
             kubelet_version: None,
         };
-        karpenter_plugin_sdk::requirements::cheapest_offering(&claim, types)
+        karpenter_plugin_sdk::requirements::offering_to_launch(&claim, types)
     }
 
     #[test]
-    fn picks_cheapest_offering_honouring_placement_scope() {
+    fn picks_the_first_listed_type_honouring_placement_scope() {
         let prices = Prices::embedded("westus3");
         let types: Vec<InstanceType> = parse_skus(SKUS_CSV)
             .iter()
@@ -419,13 +419,25 @@ mod tests {
             req(
                 labels::INSTANCE_TYPE,
                 Operator::In,
-                &["Standard_D4s_v5", "Standard_D4as_v5"],
+                &["Standard_D4as_v5", "Standard_D4s_v5"],
             ),
             req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
         ];
         let (it, o) = pick(&base, &[], &types).expect("offering");
         assert_eq!(it.name, "Standard_D4as_v5");
         assert_eq!(o.capacity_type, "on-demand");
+        // Listed first (a NodeOverlay made it cheaper in the host's eyes),
+        // the dearer type is the one launched.
+        let mut overlaid = base.clone();
+        overlaid[0] = req(
+            labels::INSTANCE_TYPE,
+            Operator::In,
+            &["Standard_D4s_v5", "Standard_D4as_v5"],
+        );
+        assert_eq!(
+            pick(&overlaid, &[], &types).expect("offering").0.name,
+            "Standard_D4s_v5"
+        );
         let mut regional = base.clone();
         regional.push(req(
             catalog::LABEL_PLACEMENT_SCOPE,

@@ -232,12 +232,7 @@ fn imported() -> Option<&'static Result<Vec<InstanceType>, String>> {
 /// far is kept, not the catalog: up to `maxInstances` creates run at once,
 /// each in its own instance, and a catalog in each was most of their memory.
 fn cheapest_fit(claim: &NodeClaim) -> Result<Option<(InstanceType, Offering)>, Error> {
-    let listed: &[String] = claim
-        .requirements
-        .iter()
-        .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == Operator::In)
-        .map_or(&[], |r| r.values.as_slice());
-    let rank = |name: &str| listed.iter().position(|t| t == name).unwrap_or(usize::MAX);
+    let rank = listed_rank(claim);
     let mut best: Option<(usize, InstanceType, Offering)> = None;
     for it in instance_types()? {
         let Some(offering) = cheapest_offering_of(claim, &it) else {

@@ -73,7 +73,7 @@ pub fn create(claim: &NodeClaim, class: &NodeClass) -> Result<Instance, Error> {
         return Ok(to_wit(&i, &spec, &shapes));
     }
 
-    let (it, offering) = cheapest_offering(claim, &types).ok_or_else(|| {
+    let (it, offering) = offering_to_launch(claim, &types).ok_or_else(|| {
         insufficient_capacity(
             format!(
                 "no available Nebius offering satisfies NodeClaim {}",

@@ -56,6 +56,8 @@ pub mod prelude {
     pub use crate::leftovers::leftover;
     pub use crate::node::{kubelet_taint, node_labels, node_taints, resolved_labels};
     pub use crate::node_class::ensure_kind;
-    pub use crate::requirements::{cheapest_offering, cheapest_offering_of, label_allowed};
+    pub use crate::requirements::{
+        cheapest_offering_of, label_allowed, listed_rank, offering_to_launch,
+    };
     pub use crate::resources::*;
 }

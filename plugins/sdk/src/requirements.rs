@@ -33,21 +33,38 @@ pub fn label_allowed(reqs: &[Requirement], key: &str, value: Option<&str>) -> bo
         .all(|r| satisfies(r, value))
 }
 
-/// The cheapest available offering of the cheapest compatible instance type
-/// for this NodeClaim: what to launch. None means insufficient capacity.
-pub fn cheapest_offering<'a>(
+/// What to launch for this NodeClaim: the first instance type it lists
+/// (see [`listed_rank`]) with an available offering it allows, on that
+/// type's cheapest such offering; among types it does not list, the
+/// cheapest by this provider's prices. None means insufficient capacity.
+pub fn offering_to_launch<'a>(
     claim: &NodeClaim,
     types: &'a [InstanceType],
 ) -> Option<(&'a InstanceType, &'a Offering)> {
-    let mut best: Option<(&InstanceType, &Offering)> = None;
+    let rank = listed_rank(claim);
+    let mut best: Option<(usize, &InstanceType, &Offering)> = None;
     for it in types {
-        if let Some(o) = cheapest_offering_of(claim, it)
-            && best.is_none_or(|(_, b)| o.price < b.price)
-        {
-            best = Some((it, o));
+        if let Some(o) = cheapest_offering_of(claim, it) {
+            let r = rank(&it.name);
+            if best.is_none_or(|(br, _, b)| (r, o.price) < (br, b.price)) {
+                best = Some((r, it, o));
+            }
         }
     }
-    best
+    best.map(|(_, it, o)| (it, o))
+}
+
+/// Where the NodeClaim lists a type under `node.kubernetes.io/instance-type`:
+/// the host lists them cheapest first at the cluster's prices, which its
+/// NodeOverlays may make differ from the provider's own. Types it does not
+/// list (a claim that names none, a static NodePool's) rank last.
+pub fn listed_rank(claim: &NodeClaim) -> impl Fn(&str) -> usize + '_ {
+    let listed: &[String] = claim
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_TYPE && matches!(r.operator, Operator::In))
+        .map_or(&[], |r| r.values.as_slice());
+    move |name| listed.iter().position(|t| t == name).unwrap_or(usize::MAX)
 }
 
 /// The cheapest available offering of this one instance type that the
@@ -187,7 +204,7 @@ mod tests {
 
     fn pick(requirements: Vec<Requirement>, labels: &[(&str, &str)]) -> Option<(String, String)> {
         let types = types();
-        cheapest_offering(&claim(requirements, labels), &types)
+        offering_to_launch(&claim(requirements, labels), &types)
             .map(|(it, o)| (it.name.clone(), o.zone.clone()))
     }
 
@@ -206,6 +223,23 @@ mod tests {
         // Unavailable offerings are never chosen.
         let zone_b = req(labels::ZONE, Operator::In, &["b"]);
         assert_eq!(pick(vec![zone_b], &[]), None);
+    }
+
+    #[test]
+    fn the_first_listed_type_goes_before_a_cheaper_one() {
+        // The host lists gpu first (a NodeOverlay made it the cheaper one).
+        let listed = req(labels::INSTANCE_TYPE, Operator::In, &["gpu", "small"]);
+        assert_eq!(
+            pick(vec![listed], &[]),
+            Some(("gpu".to_string(), "a".to_string()))
+        );
+        // A listed type with nothing available is passed over.
+        let listed = req(labels::INSTANCE_TYPE, Operator::In, &["gpu", "small"]);
+        let zone_a_spot = req(labels::CAPACITY_TYPE, Operator::In, &["spot"]);
+        assert_eq!(
+            pick(vec![listed, zone_a_spot], &[]),
+            Some(("small".to_string(), "a".to_string()))
+        );
     }
 
     #[test]

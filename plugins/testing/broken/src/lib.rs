@@ -84,7 +84,7 @@ impl Guest for Broken {
                 .ok_or_else(|| retryable("the NodeClaim's instance vanished"));
         }
         let types = catalog(&mode);
-        let (it, offering) = cheapest_offering(&claim, &types).ok_or_else(|| {
+        let (it, offering) = offering_to_launch(&claim, &types).ok_or_else(|| {
             insufficient_capacity(
                 format!("no offering satisfies NodeClaim {}", claim.name),
                 vec![],
