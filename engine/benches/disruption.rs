@@ -88,16 +88,24 @@ fn repair_input(nodes: usize) -> Vec<RepairNode> {
             .collect(),
             policies: policies.clone(),
             deleting: false,
+            initialized: true,
         })
         .collect()
 }
 
 fn repair(c: &mut Criterion) {
     let mut group = c.benchmark_group("repair");
+    // Karpenter's default budget on each of the ten NodePools.
+    let budgets: std::collections::BTreeMap<String, Vec<engine::disruption::Budget>> = (0..10)
+        .map(|i| {
+            let default = engine::disruption::DisruptionNodePool::default().budgets;
+            (format!("pool-{i}"), default)
+        })
+        .collect();
     for nodes in SIZES {
         let input = repair_input(nodes);
         group.bench_with_input(BenchmarkId::from_parameter(nodes), &input, |b, n| {
-            b.iter(|| engine::disruption::repair::repair(3_600, n));
+            b.iter(|| engine::disruption::repair::repair(3_600, n, &budgets));
         });
     }
     group.finish();

@@ -1,7 +1,7 @@
 //! Node repair (Karpenter's NodeRepair feature gate): the effects of
 //! [`engine::disruption::repair`]. Reads each Node's conditions and its
-//! plugin's repair policies, and deletes the NodeClaims the engine picks, so
-//! fresh nodes replace them.
+//! plugin's repair policies, and deletes the NodeClaims the engine picks
+//! (within the NodePools' `Unhealthy` budgets), so fresh nodes replace them.
 
 use super::execute;
 use crate::{Ctx, node_classes};
@@ -46,9 +46,24 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
                 .collect(),
             policies: policies[&key].clone(),
             deleting: claim.metadata.deletion_timestamp.is_some(),
+            initialized: node.label(labels::INITIALIZED) == Some("true"),
         });
     }
-    let plan = repair::repair(now, &input);
+    let budgets: BTreeMap<String, Vec<engine::disruption::Budget>> = ctx
+        .cluster
+        .node_pools
+        .state()
+        .iter()
+        .map(|np| (np.name_any(), crate::snapshot::disruption::budgets(np)))
+        .collect();
+    let plan = repair::repair(now, &input, &budgets);
+    for (pool, node) in &plan.over_budget {
+        tracing::info!(
+            nodepool = %pool,
+            node = %node,
+            "node repair waits: no allowed disruptions for reason Unhealthy due to blocking budget"
+        );
+    }
     for held in &plan.held_back {
         tracing::warn!(
             nodepool = %held.node_pool,

@@ -300,10 +300,7 @@ pub fn node_pool(np: &NodePool, pool: engine::NodePool) -> DisruptionNodePool {
             _ => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         },
         consolidate_after: d.consolidate_after.unwrap_or(defaults.consolidate_after),
-        budgets: match d.budgets {
-            Some(b) => b.iter().filter_map(budget).collect(),
-            None => defaults.budgets,
-        },
+        budgets: budgets(np),
         expire_after: np
             .spec
             .template
@@ -315,9 +312,17 @@ pub fn node_pool(np: &NodePool, pool: engine::NodePool) -> DisruptionNodePool {
     }
 }
 
-/// A budget as consolidation, emptiness and drift read it; `None` for one
-/// that names only other reasons (`Unhealthy`, node repair's), which would
-/// otherwise read as a budget for every reason.
+/// `spec.disruption.budgets`, with Karpenter's default.
+pub fn budgets(np: &NodePool) -> Vec<Budget> {
+    match np.spec.disruption.as_ref().and_then(|d| d.budgets.as_ref()) {
+        Some(b) => b.iter().filter_map(budget).collect(),
+        None => DisruptionNodePool::default().budgets,
+    }
+}
+
+/// A budget as the engine reads it; `None` for one that names only reasons
+/// it does not know, which would otherwise read as a budget for every
+/// reason.
 fn budget(b: &crate::crds::nodepool::Budget) -> Option<Budget> {
     let named = b.reasons.as_ref().is_some_and(|r| !r.is_empty());
     let reasons: Vec<DisruptionReason> = b
@@ -328,6 +333,7 @@ fn budget(b: &crate::crds::nodepool::Budget) -> Option<Budget> {
             "Underutilized" => Some(DisruptionReason::Underutilized),
             "Empty" => Some(DisruptionReason::Empty),
             "Drifted" => Some(DisruptionReason::Drifted),
+            "Unhealthy" => Some(DisruptionReason::Unhealthy),
             _ => None,
         })
         .collect();
@@ -357,9 +363,14 @@ mod tests {
 
     #[test]
     fn a_budget_for_node_repair_alone_does_not_hold_back_every_reason() {
-        assert!(budget(&api("0", Some(&["Unhealthy"]))).is_none());
+        let repair = budget(&api("0", Some(&["Unhealthy"]))).expect("a repair budget");
+        assert_eq!(repair.reasons, [DisruptionReason::Unhealthy]);
         let drift = budget(&api("1", Some(&["Drifted", "Unhealthy"]))).expect("a drift budget");
-        assert_eq!(drift.reasons, [DisruptionReason::Drifted]);
+        assert_eq!(
+            drift.reasons,
+            [DisruptionReason::Drifted, DisruptionReason::Unhealthy]
+        );
+        assert!(budget(&api("0", Some(&["SomethingNew"]))).is_none());
         let all = budget(&api("10%", None)).expect("every reason");
         assert!(all.reasons.is_empty());
     }

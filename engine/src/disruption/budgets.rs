@@ -13,10 +13,11 @@ use super::snapshot::{Budget, DisruptionReason};
 /// What "no budget applies" allows (Karpenter's MaxInt32).
 pub(crate) const UNLIMITED: i64 = i32::MAX as i64;
 
-const REASONS: [DisruptionReason; 3] = [
+const REASONS: [DisruptionReason; 4] = [
     DisruptionReason::Underutilized,
     DisruptionReason::Empty,
     DisruptionReason::Drifted,
+    DisruptionReason::Unhealthy,
 ];
 
 fn slot(reason: DisruptionReason) -> usize {
@@ -24,6 +25,7 @@ fn slot(reason: DisruptionReason) -> usize {
         DisruptionReason::Underutilized => 0,
         DisruptionReason::Empty => 1,
         DisruptionReason::Drifted => 2,
+        DisruptionReason::Unhealthy => 3,
     }
 }
 
@@ -31,7 +33,7 @@ fn slot(reason: DisruptionReason) -> usize {
 /// method starts from a fresh copy and takes from it as it adds candidates.
 #[derive(Debug, Clone)]
 pub(crate) struct Budgets {
-    left: Vec<[i64; 3]>,
+    left: Vec<[i64; 4]>,
 }
 
 impl Budgets {
@@ -39,6 +41,9 @@ impl Budgets {
     pub(crate) fn new(c: &Cluster, expired: &[bool]) -> Budgets {
         let mut total = vec![0i64; c.pools.len()];
         let mut disrupting = vec![0i64; c.pools.len()];
+        // Repair's budget does not count NotReady nodes: they are what it
+        // repairs, and would otherwise use up the budget that repairs them.
+        let mut leaving = vec![0i64; c.pools.len()];
         for (i, n) in c.nodes.iter().enumerate() {
             let Some(pool) = n.pool else { continue };
             // Only initialized nodes count, so that replacements still coming
@@ -51,16 +56,23 @@ impl Budgets {
             if n.node.not_ready || going {
                 disrupting[pool] += 1;
             }
+            if going {
+                leaving[pool] += 1;
+            }
         }
         let left = c
             .pools
             .iter()
             .enumerate()
             .map(|(i, pool)| {
-                let mut out = [0; 3];
+                let mut out = [0; 4];
                 for reason in REASONS {
                     let allowed = allowed(&pool.spec.budgets, total[i], reason, c.now).unwrap_or(0);
-                    out[slot(reason)] = (allowed - disrupting[i]).max(0);
+                    let taken = match reason {
+                        DisruptionReason::Unhealthy => leaving[i],
+                        _ => disrupting[i],
+                    };
+                    out[slot(reason)] = (allowed - taken).max(0);
                 }
                 out
             })

@@ -101,6 +101,8 @@ pub enum DisruptionReason {
     Underutilized,
     Empty,
     Drifted,
+    /// Node repair (its own decision, [`super::repair`]).
+    Unhealthy,
 }
 
 impl DisruptionReason {
@@ -109,6 +111,7 @@ impl DisruptionReason {
             DisruptionReason::Underutilized => "Underutilized",
             DisruptionReason::Empty => "Empty",
             DisruptionReason::Drifted => "Drifted",
+            DisruptionReason::Unhealthy => "Unhealthy",
         }
     }
 }
