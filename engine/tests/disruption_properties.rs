@@ -143,6 +143,14 @@ fn random_cluster(seed: u64) -> DisruptionSnapshot {
     let mut s = dsnapshot(pools, nodes);
     s.pdbs = pdbs;
     s.pending_pods = pending;
+    let mut statics = SplitMix64::new(seed ^ 0x2545_f491_4f6c_dd1d);
+    if statics.below(4) == 0 {
+        let p = &mut s.node_pools[0];
+        p.pool.replicas = Some(statics.below(5) as u32);
+        if statics.below(2) == 0 {
+            p.pool.limits = res(&[("nodes", 1 + statics.below(5) as i64)]);
+        }
+    }
     let mut buffering = SplitMix64::new(seed ^ 0x9e37_79b9_7f4a_7c15);
     if buffering.below(3) == 0 {
         let cpu = [250, 500, 1000][buffering.below(3)];
@@ -319,6 +327,35 @@ fn check(s: &DisruptionSnapshot, plan: &DisruptionPlan) -> Result<(), String> {
             return Err(format!("{} is in the command: {why}", n.name));
         }
     }
+    // A static NodePool's drifted node: replaced by one NodeClaim from its
+    // template, while the NodePool is within its replicas and node limit;
+    // its pods go wherever they fit, as on a scale-down.
+    let static_pool = nodes.first().and_then(|n| {
+        s.node_pools
+            .iter()
+            .find(|p| Some(&p.pool.name) == n.node_pool.as_ref() && p.pool.replicas.is_some())
+    });
+    if let Some(pool) = static_pool {
+        let running = s
+            .nodes
+            .iter()
+            .filter(|n| n.node_pool.as_ref() == Some(&pool.pool.name) && !n.deleting)
+            .count() as i64;
+        let r = &cmd.replacements;
+        let limit = pool.pool.limits.get("nodes").copied().unwrap_or(i64::MAX);
+        let ok = cmd.reason == DisruptionReason::Drifted
+            && nodes.len() == 1
+            && r.new_node_claims.len() == 1
+            && r.new_node_claims[0].node_pool == pool.pool.name
+            && r.new_node_claims[0].pods.is_empty()
+            && running <= i64::from(pool.pool.replicas.unwrap_or(0))
+            && running < limit;
+        return if ok {
+            Ok(())
+        } else {
+            Err(format!("static NodePool command: {cmd:#?}"))
+        };
+    }
     // Every evicted pod has a place that stays.
     let r = &cmd.replacements;
     for n in &nodes {
@@ -422,13 +459,24 @@ fn random_clusters_exercise_every_method() {
     // Guards the generator: properties over empty decisions would prove nothing.
     let mut seen: BTreeMap<Method, usize> = BTreeMap::new();
     let mut replaced = 0;
+    let (mut static_drift, mut buffered) = (0, 0);
     for seed in 0..400 {
         let s = random_cluster(seed);
+        buffered += usize::from(s.pending_pods.iter().any(|p| p.buffer.is_some()));
         if let Some(c) = disrupt(&s).command {
             *seen.entry(c.method).or_default() += 1;
             replaced += usize::from(c.is_replace());
+            let first = s.nodes.iter().find(|n| n.name == c.candidates[0]);
+            let pool = first.and_then(|n| n.node_pool.as_ref());
+            static_drift += usize::from(
+                s.node_pools
+                    .iter()
+                    .any(|p| Some(&p.pool.name) == pool && p.pool.replicas.is_some()),
+            );
         }
     }
     assert_eq!(seen.len(), 4, "{seen:?}");
     assert!(replaced > 10, "{replaced} replacements in {seen:?}");
+    assert!(static_drift > 0, "no static NodePool's node replaced");
+    assert!(buffered > 50, "{buffered} clusters with a CapacityBuffer");
 }
