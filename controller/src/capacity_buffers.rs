@@ -104,54 +104,22 @@ impl CapacityBuffers {
             return;
         }
         loop {
-            let mut pods = Vec::new();
-            let mut buffers = store.state();
-            buffers.sort_by_key(|b| (b.namespace(), b.name_any()));
             let outcomes = self
                 .outcomes
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
-            for b in buffers {
-                if b.spec
-                    .provisioning_strategy
-                    .as_deref()
-                    .unwrap_or(ACTIVE_CAPACITY)
-                    != ACTIVE_CAPACITY
-                {
-                    continue;
+            let mut pods = Vec::new();
+            for (b, resolved) in resolve_all(&client, store).await {
+                if let Ok(r) = &resolved {
+                    pods.extend(virtual_pods(&b, r));
                 }
                 let key = format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any());
-                let resolved = resolve(&client, &b).await;
-                if let Ok(r) = &resolved {
-                    let creation = b
-                        .metadata
-                        .creation_timestamp
-                        .as_ref()
-                        .map_or(0, |t| t.0.as_second());
-                    let namespace = b.namespace().unwrap_or_default();
-                    let uid = b.uid().unwrap_or_default();
-                    let who = Buffer {
-                        namespace: &namespace,
-                        name: &b.name_any(),
-                        uid: &uid,
-                        creation,
-                    };
-                    pods.extend(buffer::virtual_pods(who, r.replicas, r.template.clone()));
-                }
                 if let Err(e) = write_status(&client, &b, &resolved, outcomes.get(&key)).await {
                     tracing::warn!(capacitybuffer = %key, error = format!("{e:#}"), "capacitybuffer status");
                 }
             }
-            let changed = {
-                let mut held = self.pods.write().unwrap_or_else(|e| e.into_inner());
-                let changed = **held != pods;
-                if changed {
-                    *held = Arc::new(pods);
-                }
-                changed
-            };
-            if changed {
+            if self.keep(pods) {
                 let _ = provision.send(());
             }
             tokio::select! {
@@ -160,6 +128,76 @@ impl CapacityBuffers {
             }
         }
     }
+
+    /// Resolves every buffer once and keeps their pods, writing nothing:
+    /// for `karpenter explain`, which decides as the controller would.
+    pub async fn refresh(&self, client: &Client) -> anyhow::Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        store.wait_until_ready().await?;
+        let mut pods = Vec::new();
+        for (b, resolved) in resolve_all(client, store).await {
+            if let Ok(r) = &resolved {
+                pods.extend(virtual_pods(&b, r));
+            }
+        }
+        self.keep(pods);
+        Ok(())
+    }
+
+    /// Holds `pods` as the buffers' pods; whether they changed.
+    fn keep(&self, pods: Vec<engine::Pod>) -> bool {
+        let mut held = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        let changed = **held != pods;
+        if changed {
+            *held = Arc::new(pods);
+        }
+        changed
+    }
+}
+
+/// Every buffer of the active-capacity strategy, by namespace and name, as
+/// read now.
+async fn resolve_all(
+    client: &Client,
+    store: &Store<CapacityBuffer>,
+) -> Vec<(
+    Arc<CapacityBuffer>,
+    Result<Resolved, (&'static str, String)>,
+)> {
+    let mut buffers = store.state();
+    buffers.retain(|b| {
+        b.spec
+            .provisioning_strategy
+            .as_deref()
+            .unwrap_or(ACTIVE_CAPACITY)
+            == ACTIVE_CAPACITY
+    });
+    buffers.sort_by_key(|b| (b.namespace(), b.name_any()));
+    let mut out = Vec::with_capacity(buffers.len());
+    for b in buffers {
+        let resolved = resolve(client, &b).await;
+        out.push((b, resolved));
+    }
+    out
+}
+
+fn virtual_pods(b: &CapacityBuffer, r: &Resolved) -> Vec<engine::Pod> {
+    let creation = b
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(0, |t| t.0.as_second());
+    let namespace = b.namespace().unwrap_or_default();
+    let uid = b.uid().unwrap_or_default();
+    let who = Buffer {
+        namespace: &namespace,
+        name: &b.name_any(),
+        uid: &uid,
+        creation,
+    };
+    buffer::virtual_pods(who, r.replicas, r.template.clone())
 }
 
 /// The buffer's chunk and count, or why it cannot be read: Karpenter's

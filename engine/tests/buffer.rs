@@ -96,6 +96,11 @@ fn a_node_holding_buffer_room_is_not_empty() {
     s.pending_pods = spare(1, 1500);
     let plan = disrupt(&s);
     assert!(plan.command.is_none(), "{plan:#?}");
+    assert!(
+        reasons(&plan, "holder")
+            .contains(&"Holds room for 1 pod(s) of CapacityBuffer default/spare"),
+        "{plan:#?}"
+    );
 
     // Without the buffer the same node is deleted as empty.
     s.pending_pods.clear();

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use crate::scheduler::run::Run;
 use crate::scheduler::state::Spot;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, NodeView};
+use super::plan::{KeepKind, KeepReason};
 use super::simulation::Inputs;
 use super::snapshot::{DisruptionSnapshot, NodePod};
 
@@ -60,4 +61,22 @@ pub(crate) fn settle(s: &DisruptionSnapshot) -> Option<DisruptionSnapshot> {
         }
     }
     Some(out)
+}
+
+/// What a kept node holds for CapacityBuffers, one reason per buffer, so
+/// that `karpenter explain` says why an idle node stays.
+pub(crate) fn held(n: &NodeView) -> Vec<KeepReason> {
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &n.pods {
+        if let Some(b) = &p.pod.buffer {
+            *count.entry(b).or_default() += 1;
+        }
+    }
+    count
+        .into_iter()
+        .map(|(b, pods)| KeepReason {
+            kind: KeepKind::Unconsolidatable,
+            message: format!("Holds room for {pods} pod(s) of CapacityBuffer {b}"),
+        })
+        .collect()
 }

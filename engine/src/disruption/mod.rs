@@ -133,6 +133,7 @@ fn decide(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
             continue;
         }
         let mut reasons = notes.take(i);
+        reasons.extend(buffers::held(n));
         if reasons.is_empty() {
             let message = match &draft {
                 Some(d) => format!(

@@ -33,7 +33,8 @@ pub struct ExplainNode {
     /// providers built into this binary when omitted.
     #[arg(long, env = "PLUGIN_DIR")]
     pub plugin_dir: Option<PathBuf>,
-    /// The controller's feature gates (NodeOverlay changes prices).
+    /// The controller's feature gates (NodeOverlay changes prices,
+    /// CapacityBuffer adds the buffers' room to keep).
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
 }
@@ -47,7 +48,8 @@ pub struct ExplainPod {
     /// providers built into this binary when omitted.
     #[arg(long, env = "PLUGIN_DIR")]
     pub plugin_dir: Option<PathBuf>,
-    /// The controller's feature gates (NodeOverlay changes prices).
+    /// The controller's feature gates (NodeOverlay changes prices,
+    /// CapacityBuffer adds the buffers' room to keep).
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
 }
@@ -85,10 +87,12 @@ async fn context(
         metrics,
         controller::Options {
             node_overlay: gates.get("NodeOverlay").copied().unwrap_or(false),
+            capacity_buffer: gates.get("CapacityBuffer").copied().unwrap_or(false),
             ..controller::Options::default()
         },
     );
     ctx.overlays.wait_ready().await?;
+    ctx.buffers.refresh(&ctx.client).await?;
     Ok(ctx)
 }
 

@@ -111,7 +111,7 @@ async fn a_buffer_keeps_room_for_pods_that_do_not_exist_yet() {
         ),
     );
     apply(&c, deployment(ns, "web", pool, 0, "600m", false));
-    let _controller = Controller::start(
+    let controller = Controller::start(
         &c,
         &[],
         &[
@@ -198,6 +198,32 @@ async fn a_buffer_keeps_room_for_pods_that_do_not_exist_yet() {
     node_count(&client, pool, 2)
         .await
         .expect("consolidation kept the buffer's node");
+    // `karpenter explain` names the buffer's room as what keeps it.
+    let second = kwok_nodes(&client, pool)
+        .await
+        .iter()
+        .map(|n| n.name_any())
+        .find(|n| *n != first)
+        .expect("the second node");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args([
+            "explain",
+            "node",
+            &second,
+            "--feature-gates",
+            "CapacityBuffer=true",
+            "--plugin-dir",
+        ])
+        .arg(controller.dir.path().join("plugins"))
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .expect("karpenter explain node");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(&format!("of CapacityBuffer {ns}/spare")),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // ...and deletes it once the buffer is gone.
     kubectl(&c, &["delete", "capacitybuffer", "-n", ns, "spare"]);
     wait_for("the empty node goes", Duration::from_secs(120), || {
