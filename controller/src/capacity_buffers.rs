@@ -44,6 +44,33 @@ pub struct CapacityBuffers {
     outcomes: Mutex<BTreeMap<String, Outcome>>,
 }
 
+/// Why a buffer cannot be read: Karpenter's reason and a message.
+struct Unresolved {
+    reason: &'static str,
+    message: String,
+    /// The API server did not answer: the buffer keeps the room it had
+    /// until it is read again, rather than lose it to a passing error.
+    retry: bool,
+}
+
+impl Unresolved {
+    fn new(reason: &'static str, message: String) -> Self {
+        Unresolved {
+            reason,
+            message,
+            retry: false,
+        }
+    }
+
+    fn retry(message: String) -> Self {
+        Unresolved {
+            reason: "ResolutionFailed",
+            message,
+            retry: true,
+        }
+    }
+}
+
 /// A buffer read: its chunk's shape and how many chunks it holds.
 struct Resolved {
     template: Arc<engine::PodTemplate>,
@@ -109,17 +136,14 @@ impl CapacityBuffers {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
-            let mut pods = Vec::new();
-            for (b, resolved) in resolve_all(&client, store).await {
-                if let Ok(r) = &resolved {
-                    pods.extend(virtual_pods(&b, r));
-                }
-                let key = format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any());
-                if let Err(e) = write_status(&client, &b, &resolved, outcomes.get(&key)).await {
+            let read = resolve_all(&client, store).await;
+            for (b, resolved) in &read {
+                let key = key(b);
+                if let Err(e) = write_status(&client, b, resolved, outcomes.get(&key)).await {
                     tracing::warn!(capacitybuffer = %key, error = format!("{e:#}"), "capacitybuffer status");
                 }
             }
-            if self.keep(pods) {
+            if self.keep(self.gather(&read)) {
                 let _ = provision.send(());
             }
             tokio::select! {
@@ -136,14 +160,34 @@ impl CapacityBuffers {
             return Ok(());
         };
         store.wait_until_ready().await?;
+        let read = resolve_all(client, store).await;
+        self.keep(self.gather(&read));
+        Ok(())
+    }
+
+    /// The pods of every buffer read; a buffer the API server did not
+    /// answer for keeps the pods it had.
+    fn gather(
+        &self,
+        read: &[(Arc<CapacityBuffer>, Result<Resolved, Unresolved>)],
+    ) -> Vec<engine::Pod> {
+        let held = self.pods();
         let mut pods = Vec::new();
-        for (b, resolved) in resolve_all(client, store).await {
-            if let Ok(r) = &resolved {
-                pods.extend(virtual_pods(&b, r));
+        for (b, resolved) in read {
+            match resolved {
+                Ok(r) => pods.extend(virtual_pods(b, r)),
+                Err(u) if u.retry => {
+                    let key = key(b);
+                    pods.extend(
+                        held.iter()
+                            .filter(|p| p.buffer.as_deref() == Some(key.as_str()))
+                            .cloned(),
+                    );
+                }
+                Err(_) => {}
             }
         }
-        self.keep(pods);
-        Ok(())
+        pods
     }
 
     /// Holds `pods` as the buffers' pods; whether they changed.
@@ -162,10 +206,7 @@ impl CapacityBuffers {
 async fn resolve_all(
     client: &Client,
     store: &Store<CapacityBuffer>,
-) -> Vec<(
-    Arc<CapacityBuffer>,
-    Result<Resolved, (&'static str, String)>,
-)> {
+) -> Vec<(Arc<CapacityBuffer>, Result<Resolved, Unresolved>)> {
     let mut buffers = store.state();
     buffers.retain(|b| {
         b.spec
@@ -181,6 +222,11 @@ async fn resolve_all(
         out.push((b, resolved));
     }
     out
+}
+
+/// "namespace/name", as the buffer's virtual pods name it.
+fn key(b: &CapacityBuffer) -> String {
+    format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any())
 }
 
 fn virtual_pods(b: &CapacityBuffer, r: &Resolved) -> Vec<engine::Pod> {
@@ -202,7 +248,7 @@ fn virtual_pods(b: &CapacityBuffer, r: &Resolved) -> Vec<engine::Pod> {
 
 /// The buffer's chunk and count, or why it cannot be read: Karpenter's
 /// reason and message.
-async fn resolve(client: &Client, b: &CapacityBuffer) -> Result<Resolved, (&'static str, String)> {
+async fn resolve(client: &Client, b: &CapacityBuffer) -> Result<Resolved, Unresolved> {
     let namespace = b.namespace().unwrap_or_default();
     let spec = &b.spec;
     let (template, scalable_replicas, pod_template) =
@@ -216,17 +262,17 @@ async fn resolve(client: &Client, b: &CapacityBuffer) -> Result<Resolved, (&'sta
                         (t, None, Some((r.name.clone(), generation)))
                     }
                     Ok(None) => {
-                        return Err((
+                        return Err(Unresolved::new(
                             "PodTemplateNotFound",
                             format!("podtemplates {:?} not found", r.name),
                         ));
                     }
-                    Err(e) => return Err(("ResolutionFailed", e.to_string())),
+                    Err(e) => return Err(Unresolved::retry(e.to_string())),
                 }
             }
             (None, Some(r)) => {
                 if !(r.api_group.is_empty() || r.api_group == "apps") {
-                    return Err((
+                    return Err(Unresolved::new(
                         "ResolutionFailed",
                         format!("unsupported scalableRef API group {:?}", r.api_group),
                     ));
@@ -254,33 +300,36 @@ async fn resolve(client: &Client, b: &CapacityBuffer) -> Result<Resolved, (&'sta
                         .await
                     }
                     other => {
-                        return Err(("ResolutionFailed", format!("unsupported kind {other:?}")));
+                        return Err(Unresolved::new(
+                            "ResolutionFailed",
+                            format!("unsupported kind {other:?}"),
+                        ));
                     }
                 };
                 match found {
                     Ok(Some((t, replicas))) => (t, Some(replicas.unwrap_or(1)), None),
                     Ok(None) => {
-                        return Err((
+                        return Err(Unresolved::new(
                             "ScalableRefNotFound",
                             format!("{} {:?} not found", r.kind, r.name),
                         ));
                     }
-                    Err(e) => return Err(("ResolutionFailed", format!("{e:#}"))),
+                    Err(e) => return Err(Unresolved::retry(format!("{e:#}"))),
                 }
             }
             (None, None) => {
-                return Err((
+                return Err(Unresolved::new(
                     "ResolutionFailed",
                     "Neither podTemplateRef nor scalableRef is set".into(),
                 ));
             }
         };
     let template = engine_template(&namespace, &b.name_any(), template)
-        .map_err(|e| ("ResolutionFailed", format!("{e:#}")))?;
+        .map_err(|e| Unresolved::new("ResolutionFailed", format!("{e:#}")))?;
     let mut limits = engine::ResourceList::new();
     for (name, q) in spec.limits.iter().flatten() {
         let amount = engine::parse_resource(name, &q.0)
-            .map_err(|e| ("ResolutionFailed", format!("limits {name}: {e}")))?;
+            .map_err(|e| Unresolved::new("ResolutionFailed", format!("limits {name}: {e}")))?;
         limits.insert(name.clone(), amount);
     }
     let size = Size {
@@ -335,7 +384,7 @@ fn engine_template(
 async fn write_status(
     client: &Client,
     b: &CapacityBuffer,
-    resolved: &Result<Resolved, (&'static str, String)>,
+    resolved: &Result<Resolved, Unresolved>,
     outcome: Option<&Outcome>,
 ) -> anyhow::Result<()> {
     let before = b.status.clone().unwrap_or_default();
@@ -372,8 +421,8 @@ async fn write_status(
                 .map(|(name, _)| LocalObjectRef { name: name.clone() });
             status.pod_template_generation = r.pod_template.as_ref().map(|(_, g)| *g);
         }
-        Err((reason, message)) => {
-            set(READY, "False", reason, message);
+        Err(u) => {
+            set(READY, "False", u.reason, &u.message);
             set(
                 PROVISIONING,
                 "False",
@@ -462,6 +511,39 @@ mod tests {
             message,
             "1/3 virtual pods required new capacity, 1 failed: no instance type has enough cpu"
         );
+    }
+
+    #[test]
+    fn a_buffer_the_api_server_did_not_answer_for_keeps_its_room() {
+        let buffer = |name: &str| {
+            let mut b = CapacityBuffer::new(name, Default::default());
+            b.metadata.namespace = Some("ns".into());
+            Arc::new(b)
+        };
+        let buffers = CapacityBuffers::default();
+        let spare = Buffer {
+            namespace: "ns",
+            name: "spare",
+            uid: "u",
+            creation: 0,
+        };
+        buffers.keep(buffer::virtual_pods(spare, 2, Arc::default()));
+        let read = vec![
+            (buffer("spare"), Err(Unresolved::retry("timed out".into()))),
+            (
+                buffer("gone"),
+                Err(Unresolved::new("PodTemplateNotFound", "not found".into())),
+            ),
+        ];
+        let pods = buffers.gather(&read);
+        assert_eq!(pods.len(), 2);
+        assert!(pods.iter().all(|p| p.buffer.as_deref() == Some("ns/spare")));
+        // Read and missing: the room goes.
+        let read = vec![(
+            buffer("spare"),
+            Err(Unresolved::new("PodTemplateNotFound", "not found".into())),
+        )];
+        assert!(buffers.gather(&read).is_empty());
     }
 
     #[test]
