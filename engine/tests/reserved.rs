@@ -161,3 +161,54 @@ fn with_the_gate_off_reservations_are_never_used() {
         "{plan:#?}"
     );
 }
+
+#[test]
+fn a_pod_left_without_a_reservation_does_not_skew_the_zones_it_was_counted_in() {
+    // The A100 is reserved (one slot) in zone-2 and on demand elsewhere. The
+    // big GPU pod, held to zone-2, takes the slot. The small one, spread by
+    // zone, goes to zone-2 too, the emptiest, and finds the slot taken once
+    // slots are handed out: the web pods spread after it must not have
+    // counted it there.
+    let mut gpu = a100();
+    gpu.offerings
+        .retain(|o| o.zone.as_deref() != Some("zone-2"));
+    gpu.offerings.push(reserved("zone-2", "r-1", 1));
+    let pools = vec![pool("gpu", vec![gpu]), pool("cpu", d_series())];
+    let mut big = pod("big", 20_000, GI);
+    big.requests.insert("nvidia.com/gpu".into(), 1);
+    big.node_selector = labels(&[(ZONE, "zone-2")]);
+    let spread_a = |mut p: Pod| {
+        p.labels = labels(&[("app", "a")]);
+        p.topology_spread_constraints = vec![spread(
+            ZONE,
+            1,
+            &[("app", "a")],
+            WhenUnsatisfiable::DoNotSchedule,
+        )];
+        p
+    };
+    let mut small = spread_a(pod("small", 4000, GI));
+    small.requests.insert("nvidia.com/gpu".into(), 1);
+    let mut pending = vec![big, small];
+    for mut web in pods("web", 2, 500, GI).into_iter().map(spread_a) {
+        web.node_selector = labels(&[("karpenter.sh/nodepool", "cpu")]);
+        pending.push(web);
+    }
+    // A full node in zone-1 with one app-a pod.
+    let mut full = node("full", 1, 1, &[(ZONE, "zone-1"), (HOSTNAME, "full")]);
+    full.taints = vec![taint("full", "", TaintEffect::NoSchedule)];
+    full.pods.push(bound("a-0", &[("app", "a")]));
+    let plan = schedule(&Snapshot {
+        nodes: vec![full],
+        ..snapshot(pools, pending)
+    });
+
+    assert!(reason_of(&plan, "small").contains("r-1"), "{plan:#?}");
+    assert_eq!(zone_of(claim_of(&plan, "big")), "zone-2");
+    let mut zones: Vec<&str> = ["web-0", "web-1"]
+        .iter()
+        .map(|w| zone_of(claim_of(&plan, w)))
+        .collect();
+    zones.sort_unstable();
+    assert_eq!(zones, ["zone-2", "zone-3"], "{plan:#?}");
+}

@@ -25,6 +25,8 @@ pub(crate) struct Run<'p> {
     /// Per entry of `pods`: where it went.
     pub(crate) spots: Vec<Option<Spot>>,
     relax: Vec<Relax>,
+    /// Per entry of `pods`: why it was held out of the queue, if it was.
+    held: Vec<Option<String>>,
     offerings: OfferingCache,
 }
 
@@ -37,6 +39,12 @@ impl<'p> Run<'p> {
 
     /// As [`Run::new`], but the pods for which `settled_only` holds skip
     /// existing nodes that are not initialized yet.
+    ///
+    /// Reservation slots go to NodeClaims only once the queue has run, so a
+    /// NodeClaim that can launch nothing but reservations others took loses
+    /// its pods after they counted towards topology spread. Its pods are then
+    /// held out and the queue runs again, until every NodeClaim it makes can
+    /// launch: the pods placed never lean on a count that is not in the plan.
     pub(crate) fn with_settled(
         p: &'p Prepared<'p>,
         removed: &[bool],
@@ -45,11 +53,40 @@ impl<'p> Run<'p> {
     ) -> Self {
         pods.sort_unstable();
         pods.dedup();
+        let mut held: Vec<Option<String>> = vec![None; pods.len()];
+        loop {
+            let mut run = Self::queue(p, removed, pods, held, &settled_only);
+            let lost = run.claims_without_reservation();
+            if lost.iter().all(Option::is_none) {
+                return run;
+            }
+            for (i, spot) in run.spots.iter().enumerate() {
+                if let Some(Spot::Claim(c)) = spot
+                    && let Some(why) = &lost[*c]
+                {
+                    run.held[i] = Some(why.clone());
+                }
+            }
+            pods = run.pods;
+            held = run.held;
+        }
+    }
+
+    /// The queue loop over `pods`, less those `held` out.
+    fn queue(
+        p: &'p Prepared<'p>,
+        removed: &[bool],
+        pods: Vec<u32>,
+        held: Vec<Option<String>>,
+        settled_only: &impl Fn(u32) -> bool,
+    ) -> Self {
         let mut st = State::new(p, removed);
         let n = pods.len();
         let mut relax = vec![Relax::initial(p.options.preference_policy); n];
         let mut spots: Vec<Option<Spot>> = vec![None; n];
-        let mut queue: VecDeque<u32> = (0..n as u32).collect();
+        let mut queue: VecDeque<u32> = (0..n as u32)
+            .filter(|&i| held[i as usize].is_none())
+            .collect();
         // Karpenter's stop rule: a pod popped at the queue length it was pushed
         // with means a whole cycle passed without progress. Relaxing counts as
         // progress (it starts a new generation).
@@ -84,8 +121,25 @@ impl<'p> Run<'p> {
             pods,
             spots,
             relax,
+            held,
             offerings: OfferingCache::default(),
         }
+    }
+
+    /// Per NodeClaim, in the order they were made (the order slots go in):
+    /// why it cannot launch when every reservation it could launch into is
+    /// taken.
+    fn claims_without_reservation(&mut self) -> Vec<Option<String>> {
+        let p = self.st.p;
+        if p.reservations.list.is_empty() {
+            return vec![None; self.st.claims.len()];
+        }
+        let mut left = p.reservations.left();
+        self.st
+            .claims
+            .iter()
+            .map(|claim| reserve(p, &mut claim.clone(), &mut left, &mut self.offerings).err())
+            .collect()
     }
 
     /// Why pod `i` of this run found no place, in words.
@@ -233,7 +287,10 @@ impl<'p> Run<'p> {
                     }
                 },
                 None => {
-                    let reason = self.explain(i);
+                    let reason = match &self.held[i] {
+                        Some(why) => why.clone(),
+                        None => self.explain(i),
+                    };
                     plan.unschedulable.push(Unschedulable { pod, reason });
                 }
             }
