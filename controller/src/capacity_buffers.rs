@@ -75,6 +75,8 @@ impl Unresolved {
 struct Resolved {
     template: Arc<engine::PodTemplate>,
     replicas: i32,
+    /// How many it asked for, when that was more than one buffer holds.
+    capped: Option<i32>,
     /// The PodTemplate it names and that template's generation.
     pod_template: Option<(String, i64)>,
 }
@@ -337,8 +339,11 @@ async fn resolve(client: &Client, b: &CapacityBuffer) -> Result<Resolved, Unreso
         percentage: spec.percentage,
         limits,
     };
+    let asked = buffer::replicas(&size, &template.requests, scalable_replicas);
+    let replicas = asked.min(buffer::MAX_REPLICAS);
     Ok(Resolved {
-        replicas: buffer::replicas(&size, &template.requests, scalable_replicas),
+        replicas,
+        capped: (asked > replicas).then_some(asked),
         template,
         pod_template,
     })
@@ -381,6 +386,18 @@ fn engine_template(
     Ok(Pods::default().pod(&pod, 0)?.template)
 }
 
+impl Resolved {
+    fn ready_message(&self) -> String {
+        match self.capped {
+            Some(asked) => format!(
+                "Pod template resolved successfully; {asked} replicas asked, {} kept (the most one buffer holds)",
+                self.replicas
+            ),
+            None => "Pod template resolved successfully".to_string(),
+        }
+    }
+}
+
 async fn write_status(
     client: &Client,
     b: &CapacityBuffer,
@@ -405,12 +422,7 @@ async fn write_status(
     };
     match resolved {
         Ok(r) => {
-            set(
-                READY,
-                "True",
-                "Resolved",
-                "Pod template resolved successfully",
-            );
+            set(READY, "True", "Resolved", &r.ready_message());
             if let Some((state, reason, message)) = provisioning(r.replicas, outcome) {
                 set(PROVISIONING, state, reason, &message);
             }
@@ -544,6 +556,20 @@ mod tests {
             Err(Unresolved::new("PodTemplateNotFound", "not found".into())),
         )];
         assert!(buffers.gather(&read).is_empty());
+    }
+
+    #[test]
+    fn a_buffer_asking_for_more_than_one_holds_says_what_it_kept() {
+        let r = Resolved {
+            template: Arc::default(),
+            replicas: buffer::MAX_REPLICAS,
+            capped: Some(2_000_000),
+            pod_template: None,
+        };
+        assert_eq!(
+            r.ready_message(),
+            "Pod template resolved successfully; 2000000 replicas asked, 10000 kept (the most one buffer holds)"
+        );
     }
 
     #[test]

@@ -53,6 +53,18 @@ pub async fn run(ctx: Arc<Ctx>) {
             if np.metadata.deletion_timestamp.is_some() || !ready {
                 continue;
             }
+            // While drift replaces one of its nodes, the NodePool is briefly
+            // one over or under: it is left alone until that is done.
+            let name = np.name_any();
+            let under_way = ctx
+                .cluster
+                .node_claims
+                .state()
+                .iter()
+                .any(|c| c.node_pool() == Some(name.as_str()) && replacing(&ctx, c));
+            if under_way {
+                continue;
+            }
             let decision = decide(&ctx, &np, replicas, &deleted);
             if let Err(e) = apply(&ctx, &np, decision, &unseen, &mut deleted).await {
                 tracing::warn!(nodepool = %np.name_any(), error = format!("{e:#}"), "static nodepool");
@@ -61,8 +73,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
-/// A node drift is replacing: its replacement already counts, and it goes
-/// once that is up.
+/// A node a disruption command holds (drift replacing it).
 fn replacing(ctx: &Ctx, c: &NodeClaim) -> bool {
     ctx.disrupting.contains(&c.name_any())
         || c.node_name().is_some_and(|n| ctx.disrupting.contains(n))
@@ -79,7 +90,6 @@ fn decide(ctx: &Ctx, np: &NodePool, replicas: i64, deleted: &BTreeMap<String, In
             c.node_pool() == Some(name.as_str())
                 && c.metadata.deletion_timestamp.is_none()
                 && !deleted.contains_key(&c.name_any())
-                && !replacing(ctx, c)
         })
         .collect();
     let node_limit = np

@@ -26,7 +26,11 @@ pub struct Size {
     pub limits: ResourceList,
 }
 
-/// How many pods a buffer holds, as Cluster Autoscaler counts them: the
+/// The most virtual pods one buffer makes: a buffer sized by limits alone
+/// over tiny requests would otherwise ask for millions.
+pub const MAX_REPLICAS: i32 = 10_000;
+
+/// How many pods a buffer holds, as Karpenter counts them: the
 /// larger of `replicas` and `percentage` of the scalable object's replicas
 /// (rounded up, at least one when both are positive), capped by as many
 /// pods as fit in `limits`; with neither, as many as fit in `limits`; with

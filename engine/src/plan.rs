@@ -52,8 +52,14 @@ impl Plan {
 
     /// The full requirements to put on the NodeClaim: [`NewNodeClaim::requirements`]
     /// plus `node.kubernetes.io/instance-type In [...]` (cheapest first), sorted by key.
+    /// A claim that lists no types (a static NodePool's template) keeps its
+    /// own instance-type requirements.
     pub fn node_claim_requirements(&self, claim: &NewNodeClaim) -> Vec<Requirement> {
         let mut out = claim.requirements.clone();
+        if claim.instance_types.is_empty() {
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            return out;
+        }
         out.retain(|r| r.key != INSTANCE_TYPE);
         out.push(Requirement {
             key: INSTANCE_TYPE.to_string(),

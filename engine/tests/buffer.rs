@@ -154,3 +154,17 @@ fn a_pdb_on_the_buffers_labels_does_not_block() {
     }];
     assert_eq!(command(&disrupt(&s)).candidates, ["large"]);
 }
+
+#[test]
+fn a_pending_pod_takes_the_room_before_the_buffer_holds_it() {
+    // The one free slot on the D2 goes to the real pod waiting for it, as
+    // provisioning would place it; the buffer holds no room there.
+    let mut holder = d("holder", "Standard_D2s_v5");
+    holder.nominated = true;
+    let mut s = dsnapshot(vec![on_demand()], vec![holder]);
+    s.pending_pods = spare(1, 1500);
+    s.pending_pods.push(pod("real", 1500, 0));
+    let plan = disrupt(&s);
+    let why = reasons(&plan, "holder");
+    assert!(!why.iter().any(|r| r.starts_with("Holds room")), "{why:?}");
+}

@@ -336,11 +336,14 @@ fn check(s: &DisruptionSnapshot, plan: &DisruptionPlan) -> Result<(), String> {
             .find(|p| Some(&p.pool.name) == n.node_pool.as_ref() && p.pool.replicas.is_some())
     });
     if let Some(pool) = static_pool {
-        let running = s
-            .nodes
-            .iter()
-            .filter(|n| n.node_pool.as_ref() == Some(&pool.pool.name) && !n.deleting)
-            .count() as i64;
+        let of_pool = || {
+            s.nodes
+                .iter()
+                .filter(|n| n.node_pool.as_ref() == Some(&pool.pool.name))
+        };
+        let running = of_pool().filter(|n| !n.deleting).count() as i64;
+        // Nodes still going count against the node limit.
+        let existing = of_pool().count() as i64;
         let r = &cmd.replacements;
         let limit = pool.pool.limits.get("nodes").copied().unwrap_or(i64::MAX);
         let ok = cmd.reason == DisruptionReason::Drifted
@@ -349,7 +352,7 @@ fn check(s: &DisruptionSnapshot, plan: &DisruptionPlan) -> Result<(), String> {
             && r.new_node_claims[0].node_pool == pool.pool.name
             && r.new_node_claims[0].pods.is_empty()
             && running <= i64::from(pool.pool.replicas.unwrap_or(0))
-            && running < limit;
+            && existing < limit;
         return if ok {
             Ok(())
         } else {

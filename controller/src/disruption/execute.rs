@@ -182,6 +182,7 @@ pub async fn finish(ctx: &Ctx, started: Started) -> anyhow::Result<()> {
     for claim in &claims {
         terminate(ctx, claim, reason).await?;
     }
+    deletion_seen(ctx, &claims).await;
     ctx.metrics
         .decisions
         .get_or_create(&DecisionLabels {
@@ -202,6 +203,22 @@ pub async fn finish(ctx: &Ctx, started: Started) -> anyhow::Result<()> {
         })
         .inc();
     Ok(())
+}
+
+/// Waits (a while at most) until the store shows the candidates going, so
+/// that once the command lets go of them no loop reading the store (the
+/// static NodePool loop) counts them as still there.
+async fn deletion_seen(ctx: &Ctx, claims: &[Arc<NodeClaim>]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let going = |c: &Arc<NodeClaim>| {
+        ctx.cluster
+            .node_claims
+            .get(&kube::runtime::reflector::ObjectRef::new(&c.name_any()))
+            .is_none_or(|s| s.metadata.deletion_timestamp.is_some())
+    };
+    while Instant::now() < deadline && !claims.iter().all(going) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn untaint_all(ctx: &Ctx, nodes: &[Arc<Node>]) {

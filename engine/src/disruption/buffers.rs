@@ -11,6 +11,7 @@ use crate::scheduler::run::Run;
 use crate::scheduler::state::Spot;
 
 use super::cluster::{Cluster, NodeView};
+use super::expiration;
 use super::plan::{KeepKind, KeepReason};
 use super::simulation::Inputs;
 use super::snapshot::{DisruptionSnapshot, NodePod};
@@ -25,21 +26,23 @@ pub(crate) fn settle(s: &DisruptionSnapshot) -> Option<DisruptionSnapshot> {
     let mut bound: Vec<(String, String)> = Vec::new();
     {
         let c = Cluster::new(s);
-        let nobody = vec![false; c.nodes.len()];
-        let inputs = Inputs::new(&c, &[], &nobody);
+        let expired = expiration::expired(&c);
+        let inputs = Inputs::new(&c, &[], &expired);
         let p = inputs.prepare(&c);
         let removed: Vec<bool> = p
             .nodes
             .iter()
-            .map(|n| c.nodes[n.source as usize].node.deleting)
+            .map(|n| {
+                let i = n.source as usize;
+                c.nodes[i].node.deleting || expired[i]
+            })
             .collect();
-        let pods: Vec<u32> = (0..p.pods.len() as u32)
-            .filter(|&i| p.pods[i as usize].pod.buffer.is_some())
-            .collect();
-        let run = Run::new(&p, &removed, pods);
+        // Every pending pod, as provisioning places them: real pods first,
+        // so the buffer holds the room they leave.
+        let run = Run::new(&p, &removed, (0..p.pods.len() as u32).collect());
         for (i, spot) in run.spots.iter().enumerate() {
-            if let Some(Spot::Node(n)) = spot {
-                let pod = p.pods[run.pods[i] as usize].pod;
+            let pod = p.pods[run.pods[i] as usize].pod;
+            if let (Some(Spot::Node(n)), Some(_)) = (spot, &pod.buffer) {
                 bound.push((pod.uid.clone(), p.nodes[*n].name.clone()));
             }
         }

@@ -114,11 +114,10 @@ fn static_pools(
         let cand = &cands[i];
         let pool = &c.pools[cand.pool].spec.pool;
         let replicas = i64::from(pool.replicas.unwrap_or(0));
-        let running = c
-            .nodes
-            .iter()
-            .filter(|n| n.pool == Some(cand.pool) && !n.node.deleting)
-            .count() as i64;
+        let of_pool = || c.nodes.iter().filter(|n| n.pool == Some(cand.pool));
+        let running = of_pool().filter(|n| !n.node.deleting).count() as i64;
+        // Nodes still going count against the limit until they are gone.
+        let existing = of_pool().count() as i64;
         if running > replicas {
             notes.say(
                 cand.node,
@@ -130,7 +129,7 @@ fn static_pools(
         if pool
             .limits
             .get(vocabulary::resources::NODES)
-            .is_some_and(|&limit| running + 1 > limit)
+            .is_some_and(|&limit| existing + 1 > limit)
         {
             notes.say(
                 cand.node,
