@@ -9,6 +9,7 @@ use super::{add, max_into, resource_list};
 use crate::slim;
 use anyhow::Context;
 use engine::ResourceList;
+use k8s_openapi::api::core::v1 as core;
 use vocabulary::resources::{CPU, MEMORY};
 
 /// Resources a pod may request at pod level.
@@ -50,6 +51,24 @@ pub fn requests(spec: &slim::PodSpec) -> anyhow::Result<ResourceList> {
         &resource_list(spec.overhead.as_ref()).context("overhead")?,
     );
     Ok(sum)
+}
+
+/// Gives a pod template's containers the requests its pods will have: the
+/// API server defaults a missing request to the container's limit when it
+/// makes a pod, not in a template, so a DaemonSet's overhead is read after
+/// this.
+pub fn default_requests_to_limits(spec: &mut core::PodSpec) {
+    let init = spec.init_containers.iter_mut().flatten();
+    for c in spec.containers.iter_mut().chain(init) {
+        if let Some(r) = c.resources.as_mut()
+            && let Some(limits) = &r.limits
+        {
+            let requests = r.requests.get_or_insert_with(Default::default);
+            for (name, q) in limits {
+                requests.entry(name.clone()).or_insert_with(|| q.clone());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -124,5 +143,21 @@ mod tests {
             None,
             "not a pod-level resource: only containers request it"
         );
+    }
+
+    #[test]
+    fn a_template_requests_its_limits_where_it_names_no_request() {
+        let json = serde_json::json!({
+            "containers": [
+                {"name": "a", "resources": {"limits": {"cpu": "200m", "memory": "64Mi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "32Mi"}}}
+            ]
+        });
+        let s = spec(json.clone());
+        // A pod is defaulted by the API server; its own spec is read as is.
+        assert_eq!(cpu_mem(&s), (100, 0));
+        let mut template: core::PodSpec = serde_json::from_value(json).expect("pod spec");
+        default_requests_to_limits(&mut template);
+        assert_eq!(cpu_mem(&slim::PodSpec::from(template)), (300, 96 * MI));
     }
 }

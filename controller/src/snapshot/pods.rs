@@ -1,7 +1,7 @@
 //! Pods and DaemonSets into the engine.
 
 use super::labels;
-use super::pod_requests::requests;
+use super::pod_requests::{default_requests_to_limits, requests};
 use crate::slim;
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1 as core;
@@ -339,7 +339,9 @@ fn template(p: &slim::Pod, spec: &slim::PodSpec) -> anyhow::Result<engine::PodTe
 pub fn daemon_set(ds: &k8s_openapi::api::apps::v1::DaemonSet) -> anyhow::Result<engine::DaemonSet> {
     let name = ds.metadata.name.clone().unwrap_or_default();
     let build = || -> anyhow::Result<engine::DaemonSet> {
-        let spec = slim::PodSpec::from(ds.spec.template.spec.clone().unwrap_or_default());
+        let mut template = ds.spec.template.spec.clone().unwrap_or_default();
+        default_requests_to_limits(&mut template);
+        let spec = slim::PodSpec::from(template);
         Ok(engine::DaemonSet {
             namespace: ds
                 .metadata
