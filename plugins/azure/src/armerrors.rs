@@ -108,6 +108,16 @@ impl CapacityFailure {
         }
     }
 
+    /// A quota ran out (rather than capacity): the quota read was stale.
+    pub fn is_quota(self) -> bool {
+        matches!(
+            self,
+            CapacityFailure::SpotQuota
+                | CapacityFailure::FamilyQuota
+                | CapacityFailure::RegionalQuota
+        )
+    }
+
     /// How long the offerings stay unavailable.
     pub fn ttl_seconds(self) -> u64 {
         match self {

@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod kubelet;
 pub mod nodeclass;
 pub mod overhead;
+mod quota;
 mod refresh;
 mod settings;
 pub mod vm;
@@ -77,7 +78,7 @@ static BUILT: std::sync::Mutex<Option<Built>> = std::sync::Mutex::new(None);
 
 /// The region's instance types for this NodeClass, with unavailable offerings
 /// from the host cache.
-fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> (Vec<catalog::Sku>, Vec<InstanceType>) {
+fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> Catalog {
     let texts = refresh::texts(s);
     let shaping = shaping(s, spec);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
@@ -99,7 +100,11 @@ fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> (Vec<catalog::Sku>, V
         });
     }
     let Some(b) = built.as_ref() else {
-        return (Vec::new(), Vec::new());
+        return Catalog {
+            skus: Vec::new(),
+            types: Vec::new(),
+            held: Vec::new(),
+        };
     };
     let mut types = b.types.clone();
     let unavailable = cache::keys("unavailable/");
@@ -113,7 +118,77 @@ fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> (Vec<catalog::Sku>, V
             }
         }
     }
-    (b.skus.clone(), types)
+    // Quota last: an offering is out while its VM would not fit the quota.
+    let mut held = Vec::new();
+    if let Some(q) = quota::current(s) {
+        for (i, (t, sku)) in types.iter_mut().zip(&b.skus).enumerate() {
+            for (j, o) in t
+                .offerings
+                .iter_mut()
+                .enumerate()
+                .filter(|(_, o)| o.available)
+            {
+                if let Some(why) = q.shortfall(sku, o.capacity_type == labels::SPOT) {
+                    o.available = false;
+                    held.push(Held {
+                        instance_type: i,
+                        offering: j,
+                        why,
+                    });
+                }
+            }
+        }
+    }
+    Catalog {
+        skus: b.skus.clone(),
+        types,
+        held,
+    }
+}
+
+/// The region's SKUs and their instance types as offered now.
+struct Catalog {
+    skus: Vec<catalog::Sku>,
+    types: Vec<InstanceType>,
+    /// Offerings that would be available but for the quota.
+    held: Vec<Held>,
+}
+
+struct Held {
+    instance_type: usize,
+    offering: usize,
+    why: String,
+}
+
+impl Catalog {
+    /// When quota alone keeps the NodeClaim from launching: the error that
+    /// says which quota, naming the offerings it holds back.
+    fn quota_refusal(&self, claim: &NodeClaim) -> Option<Error> {
+        let mut freed = self.types.clone();
+        for h in &self.held {
+            freed[h.instance_type].offerings[h.offering].available = true;
+        }
+        let (it, _) = offering_to_launch(claim, &freed)?;
+        let i = freed.iter().position(|t| t.name == it.name)?;
+        let why = &self.held.iter().find(|h| h.instance_type == i)?.why;
+        let refs = self
+            .held
+            .iter()
+            .filter(|h| cheapest_offering_of(claim, &freed[h.instance_type]).is_some())
+            .map(|h| {
+                let o = &freed[h.instance_type].offerings[h.offering];
+                OfferingRef {
+                    instance_type: freed[h.instance_type].name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                }
+            })
+            .collect();
+        Some(insufficient_capacity(
+            format!("NodeClaim {} is over quota: {why}", claim.name),
+            refs,
+        ))
+    }
 }
 
 fn arm_failure(what: &str, e: &ArmError) -> Error {
@@ -221,7 +296,7 @@ impl Guest for Azure {
     fn get_instance_types(_pool: NodePool, class: NodeClass) -> Result<Vec<InstanceType>, Error> {
         let s = Settings::load();
         let (spec, _) = parse_class(&class)?;
-        Ok(instance_types(&s, &spec).1)
+        Ok(instance_types(&s, &spec).types)
     }
 
     fn create(claim: NodeClaim, class: NodeClass) -> Result<Instance, Error> {
@@ -245,7 +320,8 @@ impl Guest for Azure {
         let name = vm::resource_name(&claim.name);
         let vm_url = vm::vm_url(&sub, &rg, &name);
         let nic_url = vm::nic_url(&sub, &rg, &name);
-        let (skus, types) = instance_types(&s, &spec);
+        let offered = instance_types(&s, &spec);
+        let (skus, types) = (&offered.skus, &offered.types);
         let shaping = shaping(&s, &spec);
 
         // Idempotent by NodeClaim name: an existing VM is the answer.
@@ -266,11 +342,13 @@ impl Guest for Azure {
             ));
         }
 
-        let (it, offering) = offering_to_launch(&claim, &types).ok_or_else(|| {
-            insufficient_capacity(
-                format!("no available offering satisfies NodeClaim {}", claim.name),
-                vec![],
-            )
+        let (it, offering) = offering_to_launch(&claim, types).ok_or_else(|| {
+            offered.quota_refusal(&claim).unwrap_or_else(|| {
+                insufficient_capacity(
+                    format!("no available offering satisfies NodeClaim {}", claim.name),
+                    vec![],
+                )
+            })
         })?;
         let sku = skus
             .iter()
@@ -398,13 +476,16 @@ impl Guest for Azure {
             // (best effort: garbage collection catches what remains).
             cleanup(&arm, &forced_vm_url, &nic_url);
             if let Some(kind) = CapacityFailure::classify(&e) {
+                if kind.is_quota() {
+                    quota::invalidate(&s);
+                }
                 let affected = armerrors::affected(
                     kind,
                     sku,
                     &offering.zone,
                     &offering.capacity_type,
                     &s.location,
-                    &skus,
+                    skus,
                 );
                 for (t, z, ct) in &affected {
                     cache::set(
@@ -440,6 +521,7 @@ impl Guest for Azure {
             }
             return Err(arm_failure("create VM", &e));
         }
+        quota::launched(&name, sku, spot);
         let got = arm.send("GET", &vm_url, None)?;
         if !got.is_success() {
             return Err(retryable(format!(

@@ -18,6 +18,7 @@
 //! | NETWORK_PLUGIN / NETWORK_PLUGIN_MODE | azure / overlay | default maxPods: 250 overlay, 30 azure, else 110 |
 //! | VM_MEMORY_OVERHEAD_PERCENT | 0.075 | memory capacity margin |
 //! | CATALOG_REFRESH | true | refresh SKUs and prices from the APIs |
+//! | QUOTA_CHECK | true | hold back offerings the subscription's vCPU quota cannot take (usages API) |
 //! | PRICES_ENDPOINT | https://prices.azure.com | Retail Prices API |
 //! | CLUSTER_NAME | the host's cluster name | the cluster tag |
 //! | NODE_IDENTITIES | | comma-separated user-assigned identity ids for nodes |
@@ -42,6 +43,7 @@ pub struct Settings {
     pub network_plugin_mode: String,
     pub vm_memory_overhead: f64,
     pub catalog_refresh: bool,
+    pub quota_check: bool,
     pub prices_endpoint: String,
     pub cluster_name: String,
     pub node_identities: Vec<String>,
@@ -87,6 +89,7 @@ impl Settings {
                 .unwrap_or(0.075),
             catalog_refresh: !get("CATALOG_REFRESH")
                 .is_some_and(|v| v.eq_ignore_ascii_case("false")),
+            quota_check: !get("QUOTA_CHECK").is_some_and(|v| v.eq_ignore_ascii_case("false")),
             prices_endpoint: get("PRICES_ENDPOINT")
                 .unwrap_or_else(|| "https://prices.azure.com".into())
                 .trim_end_matches('/')

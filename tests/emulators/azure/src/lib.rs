@@ -1,5 +1,5 @@
 //! An ARM emulator for the Azure provider: enough of Microsoft.Compute and
-//! Microsoft.Network (NICs, VMs, VM lists with nextLink, Resource SKUs,
+//! Microsoft.Network (NICs, VMs, VM lists with nextLink, Resource SKUs, usages,
 //! async operations), the Retail Prices API and the workload-identity token
 //! exchange, with the real paths, api-versions and error bodies. Quotas,
 //! capacity failures and one-shot error injections are set on the command
@@ -114,6 +114,8 @@ struct Operation {
 }
 
 /// How long an operation runs when nobody polls it.
+/// The limit the usages API lists for a quota the emulator does not enforce.
+const UNSET_LIMIT: u64 = 10_000;
 const OPERATION_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What a finished operation does outside ARM.
@@ -476,6 +478,20 @@ impl Emulator {
                 "providers",
                 "microsoft.compute",
                 "locations",
+                location,
+                "usages",
+            ] => {
+                if api != COMPUTE_API {
+                    return bad_api(&api);
+                }
+                self.usages(location)
+            }
+            [
+                "subscriptions",
+                _,
+                "providers",
+                "microsoft.compute",
+                "locations",
                 _,
                 "operations",
                 id,
@@ -684,6 +700,51 @@ impl Emulator {
                 "admin: inject, fault, chaos, quota, state",
             ),
         }
+    }
+
+    /// The Compute usages API: vCPUs in use and the limit per VM family,
+    /// the regional total and spot, one page. A quota not set is listed at
+    /// [`UNSET_LIMIT`], as ARM lists every family with its default.
+    fn usages(&self, location: &str) -> Reply {
+        if !location.eq_ignore_ascii_case(&self.options.location) {
+            return reply(StatusCode::OK, json!({"value": []}));
+        }
+        let st = self.lock();
+        let spot =
+            |v: &Value| v.pointer("/properties/priority").and_then(Value::as_str) == Some("Spot");
+        let usage = |name: &str, localized: &str, used: u64, limit: Option<u64>| {
+            json!({
+                "unit": "Count",
+                "currentValue": used,
+                "limit": limit.unwrap_or(UNSET_LIMIT),
+                "name": {"value": name, "localizedValue": localized},
+            })
+        };
+        let mut value = vec![
+            usage(
+                "cores",
+                "Total Regional vCPUs",
+                self.cores_in_use(&st, |v, _| !spot(v)),
+                st.quota.regional_cores,
+            ),
+            usage(
+                "lowPriorityCores",
+                "Total Regional Low-priority vCPUs",
+                self.cores_in_use(&st, |v, _| spot(v)),
+                st.quota.low_priority_cores,
+            ),
+        ];
+        let families: std::collections::BTreeSet<&str> =
+            self.skus.iter().map(|s| s.arm_family.as_str()).collect();
+        for family in families {
+            value.push(usage(
+                family,
+                &format!("{family} vCPUs"),
+                self.cores_in_use(&st, |v, s| s.arm_family == family && !spot(v)),
+                st.quota.family_cores.get(family).copied(),
+            ));
+        }
+        reply(StatusCode::OK, json!({ "value": value }))
     }
 
     fn skus_page(&self) -> Reply {

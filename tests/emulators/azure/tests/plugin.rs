@@ -85,6 +85,11 @@ struct Setup {
 }
 
 async fn setup(quota: Quota) -> Setup {
+    setup_with(quota, &[]).await
+}
+
+/// As [`setup`], with further plugin settings.
+async fn setup_with(quota: Quota, more: &[(&str, &str)]) -> Setup {
     let kube = cluster();
     if let Some(k) = &kube {
         eprintln!("VMs register their Nodes at {}", k.endpoint);
@@ -132,6 +137,7 @@ async fn setup(quota: Quota) -> Setup {
         ("CLUSTER_NAME", "aks"),
     ]
     .into_iter()
+    .chain(more.iter().copied())
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let config = PluginConfig {
@@ -417,10 +423,15 @@ async fn zonal_allocation_failure_marks_the_offering_unavailable() {
 
 #[tokio::test]
 async fn spot_quota_marks_every_spot_offering() {
-    let s = setup(Quota {
-        low_priority_cores: Some(0),
-        ..Quota::default()
-    })
+    // A quota error on create (another user of the subscription took the
+    // vCPUs since the plugin read the usages), without the check before it.
+    let s = setup_with(
+        Quota {
+            low_priority_cores: Some(0),
+            ..Quota::default()
+        },
+        &[("QUOTA_CHECK", "false")],
+    )
     .await;
     let reqs = vec![
         req("node.kubernetes.io/instance-type", &["Standard_D4s_v5"]),
@@ -460,10 +471,15 @@ async fn spot_quota_marks_every_spot_offering() {
 
 #[tokio::test]
 async fn family_quota_marks_the_family() {
-    let s = setup(Quota {
-        family_cores: [("standardDSv5Family".to_string(), 2)].into(),
-        ..Quota::default()
-    })
+    // A quota error on create (another user of the subscription took the
+    // vCPUs since the plugin read the usages), without the check before it.
+    let s = setup_with(
+        Quota {
+            family_cores: [("standardDSv5Family".to_string(), 2)].into(),
+            ..Quota::default()
+        },
+        &[("QUOTA_CHECK", "false")],
+    )
     .await;
     let reqs = vec![
         req("node.kubernetes.io/instance-type", &["Standard_D4s_v5"]),
@@ -485,6 +501,122 @@ async fn family_quota_marks_the_family() {
                 && o.capacity_type == "on-demand")
     );
     assert_eq!(ic.offerings.len(), 8 * 4);
+}
+
+/// Five on-demand NodeClaims that list a D4 first and an E4 second, with
+/// 16 vCPUs of D-family quota: the types each VM got, and the VM creates
+/// ARM refused.
+async fn five_launches_under_a_d_family_quota(more: &[(&str, &str)]) -> (Vec<String>, usize) {
+    let s = setup_with(
+        Quota {
+            family_cores: [("standardDSv5Family".to_string(), 16)].into(),
+            ..Quota::default()
+        },
+        more,
+    )
+    .await;
+    let mut launched = Vec::new();
+    for i in 0..5 {
+        let reqs = vec![
+            req(
+                "node.kubernetes.io/instance-type",
+                &["Standard_D4s_v5", "Standard_E4s_v5"],
+            ),
+            req("karpenter.sh/capacity-type", &["on-demand"]),
+        ];
+        match s
+            .plugin
+            .create(&claim(&format!("q-{i}"), reqs), &class())
+            .await
+        {
+            Ok(instance) => launched.push(instance.instance_type),
+            Err(e) => launched.push(format!("failed: {e}")),
+        }
+    }
+    let creates = count(&s.emulator.requests(), "PUT", "/virtualMachines/");
+    (launched, creates - s.emulator.vms().len())
+}
+
+#[tokio::test]
+async fn quota_is_read_before_launch_and_the_next_family_takes_the_rest() {
+    let (launched, refused) = five_launches_under_a_d_family_quota(&[]).await;
+    assert_eq!(
+        launched,
+        [
+            "Standard_D4s_v5",
+            "Standard_D4s_v5",
+            "Standard_D4s_v5",
+            "Standard_D4s_v5",
+            "Standard_E4s_v5"
+        ]
+    );
+    assert_eq!(refused, 0, "no create may fail on quota");
+
+    // Without the check ARM refuses the fifth.
+    let (launched, refused) =
+        five_launches_under_a_d_family_quota(&[("QUOTA_CHECK", "false")]).await;
+    assert_eq!(refused, 1, "{launched:?}");
+    assert!(launched[4].contains("standardDSv5Family"), "{launched:?}");
+}
+
+#[tokio::test]
+async fn a_nodeclaim_only_quota_keeps_back_says_which_quota() {
+    let s = setup(Quota {
+        family_cores: [("standardDSv5Family".to_string(), 6)].into(),
+        ..Quota::default()
+    })
+    .await;
+    let d4 = || {
+        vec![
+            req("node.kubernetes.io/instance-type", &["Standard_D4s_v5"]),
+            req("karpenter.sh/capacity-type", &["on-demand"]),
+        ]
+    };
+    s.plugin
+        .create(&claim("only-1", d4()), &class())
+        .await
+        .expect("4 of 6 vCPUs");
+    let err = s
+        .plugin
+        .create(&claim("only-2", d4()), &class())
+        .await
+        .expect_err("over quota");
+    let Some(wit::Error::InsufficientCapacity(ic)) = err.provider_error() else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        ic.message,
+        "NodeClaim only-2 is over quota: family standardDSv5Family: 4 of 6 vCPUs used; Standard_D4s_v5 needs 4"
+    );
+    assert!(
+        !ic.offerings.is_empty()
+            && ic
+                .offerings
+                .iter()
+                .all(|o| o.instance_type == "Standard_D4s_v5" && o.capacity_type == "on-demand"),
+        "{:?}",
+        ic.offerings
+    );
+    // The catalog says so too: the D family's on-demand offerings that need
+    // more than 2 vCPUs are out, its D2 and spot offerings and other
+    // families stay.
+    let types = s
+        .plugin
+        .get_instance_types(&pool(), &class())
+        .await
+        .expect("types");
+    let available = |name: &str, ct: &str| {
+        types.iter().find(|t| t.name == name).is_some_and(|t| {
+            t.offerings
+                .iter()
+                .any(|o| o.capacity_type == ct && o.available)
+        })
+    };
+    assert!(!available("Standard_D4s_v5", "on-demand"));
+    assert!(available("Standard_D2s_v5", "on-demand"));
+    assert!(available("Standard_D4s_v5", "spot"));
+    assert!(available("Standard_E4s_v5", "on-demand"));
+    assert_eq!(count(&s.emulator.requests(), "PUT", "/virtualMachines/"), 1);
 }
 
 #[tokio::test]
