@@ -36,6 +36,35 @@ impl Arm {
         })
     }
 
+    /// GETs a list and every page after it (`nextLink`), at most
+    /// `max_pages`, handing each page to `page`.
+    pub fn pages(
+        &self,
+        first: &str,
+        what: &str,
+        max_pages: usize,
+        mut page: impl FnMut(&Value),
+    ) -> Result<(), String> {
+        let mut next = Some(first.to_string());
+        for _ in 0..max_pages {
+            let Some(url) = next.take() else { break };
+            let r = self.send("GET", &url, None).map_err(|e| format!("{e:?}"))?;
+            if !r.is_success() {
+                return Err(format!(
+                    "{what}: {}",
+                    ArmError::from_body(r.status, &r.body)
+                ));
+            }
+            let v: Value = r.json().map_err(|e| e.to_string())?;
+            page(&v);
+            next = v
+                .get("nextLink")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        Ok(())
+    }
+
     /// An absolute URL for an ARM path, or the URL itself (nextLink, operation URLs).
     pub fn url(&self, path_or_url: &str) -> String {
         if path_or_url.starts_with("http://") || path_or_url.starts_with("https://") {

@@ -193,31 +193,12 @@ pub fn invalidate(s: &Settings) {
 
 fn fetch(s: &Settings, sub: &str) -> Result<Quotas, String> {
     let arm = Arm::new(s).map_err(|e| format!("{e:?}"))?;
-    let mut next = Some(format!(
+    let first = format!(
         "/subscriptions/{sub}/providers/Microsoft.Compute/locations/{}/usages?api-version={COMPUTE_API}",
         s.location
-    ));
+    );
     let mut q = Quotas::default();
-    let mut pages = 0;
-    while let Some(url) = next.take() {
-        let r = arm.send("GET", &url, None).map_err(|e| format!("{e:?}"))?;
-        if !r.is_success() {
-            return Err(format!(
-                "usages: {}",
-                crate::armerrors::ArmError::from_body(r.status, &r.body)
-            ));
-        }
-        let v: Value = r.json().map_err(|e| e.to_string())?;
-        q.add_page(&v);
-        next = v
-            .get("nextLink")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        pages += 1;
-        if pages >= MAX_PAGES {
-            break;
-        }
-    }
+    arm.pages(&first, "usages", MAX_PAGES, |page| q.add_page(page))?;
     Ok(q)
 }
 

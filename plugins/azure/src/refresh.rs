@@ -96,30 +96,13 @@ fn fetch_skus(s: &Settings) -> Result<Vec<Sku>, String> {
         .ok_or("AZURE_SUBSCRIPTION_ID is not set")?;
     let arm = Arm::new(s).map_err(|e| format!("{e:?}"))?;
     let filter = encode(&format!("location eq '{}'", s.location));
-    let mut next = Some(format!(
+    let first = format!(
         "/subscriptions/{sub}/providers/Microsoft.Compute/skus?api-version={SKUS_API}&$filter={filter}"
-    ));
+    );
     let mut out = Vec::new();
-    let mut pages = 0;
-    while let Some(url) = next.take() {
-        let r = arm.send("GET", &url, None).map_err(|e| format!("{e:?}"))?;
-        if !r.is_success() {
-            return Err(format!(
-                "resource SKUs: {}",
-                crate::armerrors::ArmError::from_body(r.status, &r.body)
-            ));
-        }
-        let v: Value = r.json().map_err(|e| e.to_string())?;
-        out.extend(parse_resource_skus(&v, &s.location));
-        next = v
-            .get("nextLink")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        pages += 1;
-        if pages > 50 {
-            break;
-        }
-    }
+    arm.pages(&first, "resource SKUs", 51, |page| {
+        out.extend(parse_resource_skus(page, &s.location))
+    })?;
     Ok(out)
 }
 
