@@ -150,6 +150,18 @@ impl ArmEmulator {
             .expect("json")
     }
 
+    /// Sets the subscription's quotas (`/admin/quota`).
+    pub async fn set_quota(&self, quota: Value) {
+        let r = self
+            .http
+            .post(format!("{}/admin/quota", self.base))
+            .json(&quota)
+            .send()
+            .await
+            .expect("admin quota");
+        assert!(r.status().is_success(), "admin quota: {}", r.status());
+    }
+
     pub fn requests(state: &Value) -> Vec<String> {
         state["requests"]
             .as_array()

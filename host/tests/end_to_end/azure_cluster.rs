@@ -18,10 +18,10 @@ use kube::api::{Api, DeleteParams, ListParams};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const CPU_POOL: &str = "azure-cpu-nodepool";
+pub(crate) const CPU_POOL: &str = "azure-cpu-nodepool";
 const GPU_POOL: &str = "azure-gpu-nodepool";
 
-fn example(name: &str) -> String {
+pub(crate) fn example(name: &str) -> String {
     repo()
         .join("examples/azure")
         .join(name)
@@ -30,7 +30,7 @@ fn example(name: &str) -> String {
         .to_string()
 }
 
-async fn pool_nodes(client: &kube::Client, pool: &str) -> Vec<Node> {
+pub(crate) async fn pool_nodes(client: &kube::Client, pool: &str) -> Vec<Node> {
     Api::<Node>::all(client.clone())
         .list(&ListParams::default().labels(&format!("karpenter.sh/nodepool={pool}")))
         .await
@@ -56,9 +56,31 @@ fn label<'a>(node: &'a Node, key: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// Waits until the example's AKSNodeClass is Ready.
+pub(crate) async fn node_class_ready(c: &Cluster) {
+    wait_for(
+        "the AKSNodeClass is Ready",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(c, &["get", "aksnodeclass"]);
+            let row: Vec<String> = out
+                .lines()
+                .find(|l| l.starts_with("azure "))
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default();
+            if row.get(1).map(String::as_str) == Some("True") {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        },
+    )
+    .await;
+}
+
 /// Removes what an earlier, failed run may have left: its namespaces (whose
 /// pending pods would make NodeClaims), pools, NodeClaims and Nodes.
-async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
+pub(crate) async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
     let namespaces = kubectl(c, &["get", "namespaces", "-o", "name"]);
     let old: Vec<&str> = namespaces
         .lines()
@@ -151,24 +173,7 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
     for f in ["nodeclass.yaml", "cpu_nodepool.yaml", "gpu_nodepool.yaml"] {
         kubectl(&c, &["apply", "-f", &example(f)]);
     }
-    wait_for(
-        "the AKSNodeClass is Ready",
-        Duration::from_secs(60),
-        || async {
-            let out = kubectl(&c, &["get", "aksnodeclass"]);
-            let row: Vec<String> = out
-                .lines()
-                .find(|l| l.starts_with("azure "))
-                .map(|l| l.split_whitespace().map(str::to_string).collect())
-                .unwrap_or_default();
-            if row.get(1).map(String::as_str) == Some("True") {
-                Ok(())
-            } else {
-                Err(out)
-            }
-        },
-    )
-    .await;
+    node_class_ready(&c).await;
 
     // CPU: 3 pods on a D-family node, after the first zone failed.
     let started = Instant::now();

@@ -161,6 +161,21 @@ struct Held {
 }
 
 impl Catalog {
+    /// Takes the offerings of one capacity kind (spot or not) of type `i`
+    /// out, as the quota holds them back.
+    fn hold(&mut self, i: usize, spot: bool, why: String) {
+        for (j, o) in self.types[i].offerings.iter_mut().enumerate() {
+            if o.available && (o.capacity_type == labels::SPOT) == spot {
+                o.available = false;
+                self.held.push(Held {
+                    instance_type: i,
+                    offering: j,
+                    why: why.clone(),
+                });
+            }
+        }
+    }
+
     /// When quota alone keeps the NodeClaim from launching: the error that
     /// says which quota, naming the offerings it holds back.
     fn quota_refusal(&self, claim: &NodeClaim) -> Option<Error> {
@@ -320,8 +335,7 @@ impl Guest for Azure {
         let name = vm::resource_name(&claim.name);
         let vm_url = vm::vm_url(&sub, &rg, &name);
         let nic_url = vm::nic_url(&sub, &rg, &name);
-        let offered = instance_types(&s, &spec);
-        let (skus, types) = (&offered.skus, &offered.types);
+        let mut offered = instance_types(&s, &spec);
         let shaping = shaping(&s, &spec);
 
         // Idempotent by NodeClaim name: an existing VM is the answer.
@@ -337,19 +351,43 @@ impl Guest for Azure {
                 &sub,
                 &rg,
                 &s.location,
-                skus.iter().find(|k| k.name == size),
+                offered.skus.iter().find(|k| k.name == size),
                 &shaping,
             ));
         }
 
-        let (it, offering) = offering_to_launch(&claim, types).ok_or_else(|| {
-            offered.quota_refusal(&claim).unwrap_or_else(|| {
-                insufficient_capacity(
-                    format!("no available offering satisfies NodeClaim {}", claim.name),
-                    vec![],
-                )
-            })
-        })?;
+        // The chosen size's vCPUs are held in the quota before anything is
+        // created, so that launches running at once do not all count on the
+        // same room; a size the quota turns out not to have room for is
+        // passed over for the next.
+        let (index, reservation) = loop {
+            let (it, offering) = offering_to_launch(&claim, &offered.types).ok_or_else(|| {
+                offered.quota_refusal(&claim).unwrap_or_else(|| {
+                    insufficient_capacity(
+                        format!("no available offering satisfies NodeClaim {}", claim.name),
+                        vec![],
+                    )
+                })
+            })?;
+            let sku = offered
+                .skus
+                .iter()
+                .find(|k| k.name == it.name)
+                .ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))?;
+            let spot = offering.capacity_type == labels::SPOT;
+            let index = offered.types.iter().position(|t| t.name == it.name);
+            let offering_index = it.offerings.iter().position(|o| std::ptr::eq(o, offering));
+            let (Some(index), Some(offering_index)) = (index, offering_index) else {
+                return Err(fatal(format!("{} is not in the catalog", it.name)));
+            };
+            match quota::reserve(&s, &name, sku, spot) {
+                Ok(reservation) => break ((index, offering_index), reservation),
+                Err(why) => offered.hold(index, spot, why),
+            }
+        };
+        let (skus, types) = (&offered.skus, &offered.types);
+        let it = &types[index.0];
+        let offering = &it.offerings[index.1];
         let sku = skus
             .iter()
             .find(|k| k.name == it.name)
@@ -521,7 +559,7 @@ impl Guest for Azure {
             }
             return Err(arm_failure("create VM", &e));
         }
-        quota::launched(&name, sku, spot);
+        reservation.keep();
         let got = arm.send("GET", &vm_url, None)?;
         if !got.is_success() {
             return Err(retryable(format!(

@@ -84,6 +84,16 @@ impl Quotas {
     /// Why one more VM of `sku` cannot launch, if it cannot. A quota the
     /// API does not list is not held against it.
     pub fn shortfall(&self, sku: &Sku, spot: bool) -> Option<String> {
+        self.check(sku, spot, false)
+    }
+
+    /// As [`Self::shortfall`] for a VM of `sku` already counted among the
+    /// launches: whether the VMs counted are more than the quota holds.
+    fn over(&self, sku: &Sku, spot: bool) -> Option<String> {
+        self.check(sku, spot, true)
+    }
+
+    fn check(&self, sku: &Sku, spot: bool, counted: bool) -> Option<String> {
         let checks: &[(&str, &str)] = if spot {
             &[(SPOT, "spot (lowPriorityCores)")]
         } else {
@@ -91,15 +101,20 @@ impl Quotas {
         };
         checks.iter().find_map(|&(name, what)| {
             let u = self.get(name)?;
-            (u.used + sku.vcpu > u.limit).then(|| {
+            let others = if counted {
+                u.used.saturating_sub(sku.vcpu)
+            } else {
+                u.used
+            };
+            (others + sku.vcpu > u.limit).then(|| {
                 let what = if what.is_empty() {
                     format!("family {name}")
                 } else {
                     what.to_string()
                 };
                 format!(
-                    "{what}: {} of {} vCPUs used; {} needs {}",
-                    u.used, u.limit, sku.name, sku.vcpu
+                    "{what}: {others} of {} vCPUs used; {} needs {}",
+                    u.limit, sku.name, sku.vcpu
                 )
             })
         })
@@ -144,9 +159,11 @@ pub fn current(s: &Settings) -> Option<Quotas> {
             }
             match fetch(s, sub) {
                 Ok(q) => {
-                    // The read includes every launch made before it.
+                    // The read includes every VM created before it.
                     for k in cache::keys(LAUNCHED) {
-                        cache::delete(&k);
+                        if cache::get(&k).is_some_and(|v| v.ends_with(CREATED.as_bytes())) {
+                            cache::delete(&k);
+                        }
                     }
                     cache::set(&key, q.render().as_bytes(), TTL);
                     q
@@ -175,15 +192,62 @@ pub fn current(s: &Settings) -> Option<Quotas> {
     Some(q)
 }
 
-/// Counts a VM this plugin just created until the next read includes it.
-pub fn launched(vm_name: &str, sku: &Sku, spot: bool) {
+/// vCPUs held for a VM of this plugin's from before its create until a
+/// usages read made after it includes it. Dropped without [`Self::keep`]
+/// (the create failed), it lets the vCPUs go.
+pub struct Reservation {
+    key: Option<String>,
+    value: String,
+}
+
+impl Reservation {
+    /// The VM was created: ARM counts it from now on.
+    pub fn keep(mut self) {
+        if let Some(key) = self.key.take() {
+            cache::set(
+                &key,
+                format!("{}\t{CREATED}", self.value).as_bytes(),
+                4 * TTL,
+            );
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            cache::delete(&key);
+        }
+    }
+}
+
+/// Whether a held entry's VM was created (rather than being created).
+const CREATED: &str = "created";
+
+/// Holds the vCPUs of one VM of `sku` for `vm_name`, or says which quota
+/// has no room for it. Launches held at once by other instances of this
+/// plugin count: each holds first and then looks, and gives way when what
+/// it sees is over, so two never both fill the last room.
+pub fn reserve(s: &Settings, vm_name: &str, sku: &Sku, spot: bool) -> Result<Reservation, String> {
     let value = format!(
         "{}\t{}\t{}",
         sku.arm_family,
         sku.vcpu,
         if spot { "spot" } else { "regular" }
     );
-    cache::set(&format!("{LAUNCHED}{vm_name}"), value.as_bytes(), 4 * TTL);
+    if current(s).is_none() {
+        return Ok(Reservation { key: None, value });
+    }
+    let key = format!("{LAUNCHED}{vm_name}");
+    cache::set(&key, value.as_bytes(), 4 * TTL);
+    let reservation = Reservation {
+        key: Some(key),
+        value,
+    };
+    match current(s).and_then(|q| q.over(sku, spot)) {
+        None => Ok(reservation),
+        Some(why) => Err(why),
+    }
 }
 
 /// Forgets the last read: a quota error says it was stale.
@@ -252,6 +316,19 @@ mod tests {
         assert!(
             q.shortfall(&d8, true)
                 .is_some_and(|m| m.starts_with("spot (lowPriorityCores): 0 of 4")),
+        );
+    }
+
+    #[test]
+    fn a_vm_counted_already_is_over_only_when_the_counted_vms_are() {
+        let mut q = quotas();
+        let d8 = sku("Standard_D8s_v5", "standardDSv5Family", 8);
+        q.launch(&d8.arm_family, d8.vcpu, false);
+        assert_eq!(q.over(&d8, false), None, "8 + 8 of 16");
+        q.launch(&d8.arm_family, d8.vcpu, false);
+        assert_eq!(
+            q.over(&d8, false).as_deref(),
+            Some("family standardDSv5Family: 16 of 16 vCPUs used; Standard_D8s_v5 needs 8")
         );
     }
 

@@ -144,6 +144,8 @@ struct State {
     faults: Vec<Fault>,
     /// Requests seen, "METHOD path", for tests.
     log: Vec<String>,
+    /// VM creates refused for quota.
+    quota_refusals: u64,
 }
 
 pub struct Emulator {
@@ -691,6 +693,7 @@ impl Emulator {
                     StatusCode::OK,
                     json!({"vms": st.vms.keys().collect::<Vec<_>>(), "nics": st.nics.keys().collect::<Vec<_>>(),
                            "vmDetails": details, "injections": st.injections.len(), "faults": st.faults.len(), "requests": st.log,
+                           "quotaRefusals": st.quota_refusals,
                            "chaos": {"injected": injected, "calls": calls}}),
                 )
             }
@@ -1086,6 +1089,7 @@ impl Emulator {
                     v.pointer("/properties/priority").and_then(Value::as_str) == Some("Spot")
                 });
                 if used + sku.vcpu > limit {
+                    st.quota_refusals += 1;
                     return arm_error(
                         StatusCode::CONFLICT,
                         "OperationNotAllowed",
@@ -1101,6 +1105,7 @@ impl Emulator {
                 });
                 if used + sku.vcpu > *limit {
                     let what = format!("{} Cores", sku.arm_family);
+                    st.quota_refusals += 1;
                     return arm_error(
                         StatusCode::CONFLICT,
                         "OperationNotAllowed",
@@ -1113,6 +1118,7 @@ impl Emulator {
                     v.pointer("/properties/priority").and_then(Value::as_str) != Some("Spot")
                 });
                 if used + sku.vcpu > limit {
+                    st.quota_refusals += 1;
                     return arm_error(
                         StatusCode::CONFLICT,
                         "OperationNotAllowed",

@@ -503,6 +503,17 @@ async fn family_quota_marks_the_family() {
     assert_eq!(ic.offerings.len(), 8 * 4);
 }
 
+/// On demand, a D4 listed first and an E4 second.
+fn d4_then_e4() -> Vec<wit::Requirement> {
+    vec![
+        req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D4s_v5", "Standard_E4s_v5"],
+        ),
+        req("karpenter.sh/capacity-type", &["on-demand"]),
+    ]
+}
+
 /// Five on-demand NodeClaims that list a D4 first and an E4 second, with
 /// 16 vCPUs of D-family quota: the types each VM got, and the VM creates
 /// ARM refused.
@@ -517,16 +528,9 @@ async fn five_launches_under_a_d_family_quota(more: &[(&str, &str)]) -> (Vec<Str
     .await;
     let mut launched = Vec::new();
     for i in 0..5 {
-        let reqs = vec![
-            req(
-                "node.kubernetes.io/instance-type",
-                &["Standard_D4s_v5", "Standard_E4s_v5"],
-            ),
-            req("karpenter.sh/capacity-type", &["on-demand"]),
-        ];
         match s
             .plugin
-            .create(&claim(&format!("q-{i}"), reqs), &class())
+            .create(&claim(&format!("q-{i}"), d4_then_e4()), &class())
             .await
         {
             Ok(instance) => launched.push(instance.instance_type),
@@ -557,6 +561,30 @@ async fn quota_is_read_before_launch_and_the_next_family_takes_the_rest() {
         five_launches_under_a_d_family_quota(&[("QUOTA_CHECK", "false")]).await;
     assert_eq!(refused, 1, "{launched:?}");
     assert!(launched[4].contains("standardDSv5Family"), "{launched:?}");
+}
+
+#[tokio::test]
+async fn launches_at_once_share_the_quota() {
+    let s = setup(Quota {
+        family_cores: [("standardDSv5Family".to_string(), 16)].into(),
+        ..Quota::default()
+    })
+    .await;
+    let plugin = &s.plugin;
+    let one = |i: usize| {
+        let c = claim(&format!("at-once-{i}"), d4_then_e4());
+        async move { plugin.create(&c, &class()).await.map(|i| i.instance_type) }
+    };
+    let all = tokio::join!(one(0), one(1), one(2), one(3), one(4), one(5));
+    let launched: Vec<String> = [all.0, all.1, all.2, all.3, all.4, all.5]
+        .into_iter()
+        .map(|r| r.expect("every launch finds room"))
+        .collect();
+    let d = launched.iter().filter(|t| *t == "Standard_D4s_v5").count();
+    assert!((1..=4).contains(&d), "{launched:?}");
+    let creates = count(&s.emulator.requests(), "PUT", "/virtualMachines/");
+    assert_eq!(creates, 6, "no create refused: {launched:?}");
+    assert_eq!(s.emulator.vms().len(), 6);
 }
 
 #[tokio::test]
