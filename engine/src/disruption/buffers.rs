@@ -49,14 +49,16 @@ pub(crate) fn settle(s: &DisruptionSnapshot) -> Option<DisruptionSnapshot> {
     }
     let moved: BTreeMap<String, String> = bound.into_iter().collect();
     let mut out = s.clone();
+    let index: BTreeMap<String, usize> = out
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
     let pending = std::mem::take(&mut out.pending_pods);
     for pod in pending {
-        let node = moved
-            .get(&pod.uid)
-            .filter(|_| pod.buffer.is_some())
-            .and_then(|name| out.nodes.iter_mut().find(|n| &n.name == name));
-        match node {
-            Some(n) => n.pods.push(NodePod {
+        match moved.get(&pod.uid).and_then(|name| index.get(name)) {
+            Some(&n) => out.nodes[n].pods.push(NodePod {
                 pod,
                 ..NodePod::default()
             }),

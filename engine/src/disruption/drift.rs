@@ -31,14 +31,7 @@ pub(crate) fn run(
     notes: &mut Notes,
 ) -> Option<Draft> {
     let reason = DisruptionReason::Drifted;
-    let mut drifted: Vec<usize> = (0..cands.len())
-        .filter(|&i| cands[i].drift.is_some() && !cands[i].in_static_pool)
-        .collect();
-    let since = |i: usize| {
-        let n = c.nodes[cands[i].node].node;
-        n.drifted_since.unwrap_or(n.created)
-    };
-    drifted.sort_by_key(|&i| (since(i), cands[i].node));
+    let drifted = drifted_oldest_first(c, cands, false);
 
     let mut empty = Vec::new();
     let mut price = 0.0;
@@ -95,6 +88,20 @@ pub(crate) fn run(
     static_pools(c, cands, budgets, notes)
 }
 
+/// The drifted candidates of static NodePools or of the others, longest
+/// drifted first.
+fn drifted_oldest_first(c: &Cluster, cands: &[Candidate], in_static_pool: bool) -> Vec<usize> {
+    let mut drifted: Vec<usize> = (0..cands.len())
+        .filter(|&i| cands[i].drift.is_some() && cands[i].in_static_pool == in_static_pool)
+        .collect();
+    let since = |i: usize| {
+        let n = c.nodes[cands[i].node].node;
+        n.drifted_since.unwrap_or(n.created)
+    };
+    drifted.sort_by_key(|&i| (since(i), cands[i].node));
+    drifted
+}
+
 fn static_pools(
     c: &Cluster,
     cands: &[Candidate],
@@ -102,15 +109,7 @@ fn static_pools(
     notes: &mut Notes,
 ) -> Option<Draft> {
     let reason = DisruptionReason::Drifted;
-    let mut drifted: Vec<usize> = (0..cands.len())
-        .filter(|&i| cands[i].drift.is_some() && cands[i].in_static_pool)
-        .collect();
-    let since = |i: usize| {
-        let n = c.nodes[cands[i].node].node;
-        n.drifted_since.unwrap_or(n.created)
-    };
-    drifted.sort_by_key(|&i| (since(i), cands[i].node));
-    for i in drifted {
+    for i in drifted_oldest_first(c, cands, true) {
         let cand = &cands[i];
         let pool = &c.pools[cand.pool].spec.pool;
         let replicas = i64::from(pool.replicas.unwrap_or(0));
