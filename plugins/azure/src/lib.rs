@@ -161,6 +161,24 @@ struct Held {
 }
 
 impl Catalog {
+    /// What to launch for the NodeClaim, as indexes of the type (and its
+    /// SKU, in the same order) and of the offering.
+    fn choose(&self, claim: &NodeClaim) -> Result<(usize, usize), Error> {
+        let Some((it, offering)) = offering_to_launch(claim, &self.types) else {
+            return Err(self.quota_refusal(claim).unwrap_or_else(|| {
+                insufficient_capacity(
+                    format!("no available offering satisfies NodeClaim {}", claim.name),
+                    vec![],
+                )
+            }));
+        };
+        let i = self.types.iter().position(|t| std::ptr::eq(t, it));
+        let o = it.offerings.iter().position(|x| std::ptr::eq(x, offering));
+        i.zip(o)
+            .filter(|&(i, _)| self.skus.get(i).is_some_and(|k| k.name == it.name))
+            .ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))
+    }
+
     /// Takes the offerings of one capacity kind (spot or not) of type `i`
     /// out, as the quota holds them back.
     fn hold(&mut self, i: usize, spot: bool, why: String) {
@@ -361,37 +379,17 @@ impl Guest for Azure {
         // same room; a size the quota turns out not to have room for is
         // passed over for the next.
         let (index, reservation) = loop {
-            let (it, offering) = offering_to_launch(&claim, &offered.types).ok_or_else(|| {
-                offered.quota_refusal(&claim).unwrap_or_else(|| {
-                    insufficient_capacity(
-                        format!("no available offering satisfies NodeClaim {}", claim.name),
-                        vec![],
-                    )
-                })
-            })?;
-            let sku = offered
-                .skus
-                .iter()
-                .find(|k| k.name == it.name)
-                .ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))?;
-            let spot = offering.capacity_type == labels::SPOT;
-            let index = offered.types.iter().position(|t| t.name == it.name);
-            let offering_index = it.offerings.iter().position(|o| std::ptr::eq(o, offering));
-            let (Some(index), Some(offering_index)) = (index, offering_index) else {
-                return Err(fatal(format!("{} is not in the catalog", it.name)));
-            };
-            match quota::reserve(&s, &name, sku, spot) {
-                Ok(reservation) => break ((index, offering_index), reservation),
-                Err(why) => offered.hold(index, spot, why),
+            let (i, o) = offered.choose(&claim)?;
+            let spot = offered.types[i].offerings[o].capacity_type == labels::SPOT;
+            match quota::reserve(&s, &name, &offered.skus[i], spot) {
+                Ok(reservation) => break ((i, o), reservation),
+                Err(why) => offered.hold(i, spot, why),
             }
         };
-        let (skus, types) = (&offered.skus, &offered.types);
-        let it = &types[index.0];
+        let skus = &offered.skus;
+        let it = &offered.types[index.0];
         let offering = &it.offerings[index.1];
-        let sku = skus
-            .iter()
-            .find(|k| k.name == it.name)
-            .ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))?;
+        let sku = &skus[index.0];
         let spot = offering.capacity_type == labels::SPOT;
         let provider_id = vm::provider_id(&sub, &rg, &name);
 
