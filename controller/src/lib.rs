@@ -26,6 +26,7 @@ pub mod api_client;
 mod batch_writes;
 pub mod batcher;
 pub mod capacity_buffers;
+mod claim_pods;
 pub mod cluster;
 mod conditions;
 pub mod disruption;
@@ -119,6 +120,7 @@ pub struct Ctx {
     pub instance_types: instance_types::InstanceTypeCache,
     pub unavailable: unavailable::UnavailableOfferings,
     pub nominations: nominations::Nominations,
+    pub claim_pods: claim_pods::ClaimPods,
     pub batch_writes: batch_writes::BatchWrites,
     pub overlays: node_overlays::NodeOverlays,
     pub buffers: capacity_buffers::CapacityBuffers,
@@ -126,6 +128,7 @@ pub struct Ctx {
     /// The nodes disruption commands under way hold.
     pub(crate) disrupting: disruption::InFlight,
     pub status_writes: lifecycle::Written,
+    pub(crate) launch_backoff: lifecycle::LaunchBackoff,
     /// Passes that hold a copy of the whole cluster while they run (a
     /// disruption decision, a garbage-collection list) take turns here, so
     /// those copies never add up: on timers of 10 s and 2 min started
@@ -162,10 +165,12 @@ impl Ctx {
             instance_types: Default::default(),
             unavailable: Default::default(),
             nominations: Default::default(),
+            claim_pods: Default::default(),
             batch_writes: Default::default(),
             unseen_claims: Default::default(),
             disrupting: Default::default(),
             status_writes: Default::default(),
+            launch_backoff: Default::default(),
             whole_cluster_pass: Default::default(),
             options,
         })

@@ -424,6 +424,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
             engine::Target::NewNodeClaim(i) => match created.get(*i).cloned().flatten() {
                 Some(name) => {
                     ctx.nominations.nominate(&name, now);
+                    ctx.claim_pods.add(&name, pod.as_ref(), now);
                     format!("nodeclaim/{name}")
                 }
                 None => continue,

@@ -24,6 +24,13 @@ impl UnseenClaims {
         self.lock().extend(names.into_iter().map(|n| (n, now)));
     }
 
+    /// The store has shown NodeClaim `name`: it is not awaited, even if it
+    /// is gone again before the next batch looks (a launch that found no
+    /// capacity deletes its NodeClaim at once).
+    pub fn seen(&self, name: &str) {
+        self.lock().remove(name);
+    }
+
     /// Forgets the NodeClaims `in_store` holds and those waited for longer
     /// than [`MAX_WAIT`]; returns how many are still awaited.
     pub fn awaited(&self, in_store: impl Fn(&str) -> bool, now: Instant) -> usize {
@@ -61,6 +68,14 @@ mod tests {
             "a stays seen"
         );
         assert_eq!(unseen.awaited(|n| n == "b", t0 + Duration::from_secs(2)), 0);
+
+        unseen.created(["gone".to_string()], t0);
+        unseen.seen("gone");
+        assert_eq!(
+            unseen.awaited(|_| false, t0),
+            0,
+            "seen, then deleted before the batch looked"
+        );
 
         unseen.created(["lost".to_string()], t0);
         assert_eq!(

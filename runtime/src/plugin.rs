@@ -376,14 +376,17 @@ impl Plugin {
     /// Turns the contract's `result<T, error>` into ours, counting typed errors.
     fn typed<T>(&self, call: &'static str, r: Result<T, wit::Error>) -> Result<T, CallError> {
         r.map_err(|error| {
-            let kind = match &error {
-                wit::Error::InsufficientCapacity(_) => "insufficient-capacity",
-                wit::Error::NodeClassNotReady(_) => "node-class-not-ready",
-                wit::Error::NotFound(_) => "not-found",
-                wit::Error::CreateError(_) => "create-error",
-                wit::Error::Other(_) => "other",
+            let (kind, code) = match &error {
+                wit::Error::InsufficientCapacity(_) => {
+                    ("insufficient-capacity", "InsufficientCapacity")
+                }
+                wit::Error::NodeClassNotReady(_) => ("node-class-not-ready", "NodeClassNotReady"),
+                wit::Error::NotFound(_) => ("not-found", "NotFound"),
+                wit::Error::CreateError(c) => ("create-error", c.reason.as_str()),
+                wit::Error::Other(_) => ("other", "Other"),
             };
             self.metrics.error(call, kind);
+            self.metrics.cloud_error(call, code);
             CallError::Provider {
                 plugin: self.name.clone(),
                 call,

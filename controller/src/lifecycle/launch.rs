@@ -23,6 +23,9 @@ pub(crate) async fn launch(
     if conditions::is_true(&status.conditions, LAUNCHED) {
         return Ok(Step::Continue);
     }
+    if let Some(wait) = ctx.launch_backoff.remaining(nc, Instant::now()) {
+        return Ok(Step::Wait(wait));
+    }
     ctx.batch_writes.settled().await;
     let generation = nc.metadata.generation;
     let r = &nc.spec.node_class_ref;
@@ -59,6 +62,11 @@ pub(crate) async fn launch(
             let failure = launch_failure::decide(nc, e.provider_error(), &message);
             let (reason, event) = failure.event(&nc.name_any(), &message);
             ctx.events.warning(nc, reason, event).await;
+            tell_pods(
+                ctx,
+                &nc.name_any(),
+                failure.pod_event(&nc.name_any(), &message),
+            );
             return match failure {
                 LaunchFailure::Unavailable { offerings } => {
                     ctx.unavailable.mark(&offerings, Instant::now());
@@ -76,12 +84,15 @@ pub(crate) async fn launch(
                     after,
                 } => {
                     not_launched(status, &reason, &message);
+                    ctx.launch_backoff.failed(nc, Instant::now(), after);
                     Ok(Step::Wait(after))
                 }
             };
         }
     };
 
+    ctx.claim_pods.take(&nc.name_any());
+    ctx.launch_backoff.forget(nc);
     if instance.capacity_type == labels::RESERVED {
         ctx.instance_types.expire();
     }
@@ -114,6 +125,8 @@ pub(crate) async fn launch(
         tracing::error!(nodeclaim = %nc.name_any(), error = %message, "launch refused");
         not_launched(status, "ProviderIDConflict", &message);
         ctx.events.warning(nc, "LaunchFailed", message).await;
+        ctx.launch_backoff
+            .failed(nc, Instant::now(), Duration::from_secs(60));
         return Ok(Step::Wait(Duration::from_secs(60)));
     }
     // The NodeClaim carries the labels its Node will have.
@@ -172,4 +185,18 @@ pub(crate) async fn launch(
         .await;
     tracing::info!(nodeclaim = %nc.name_any(), provider_id = %instance.provider_id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     Ok(Step::Continue)
+}
+
+/// Warns the pods NodeClaim `name` was made for, off the launch's path.
+fn tell_pods(ctx: &Ctx, name: &str, note: String) {
+    let pods = ctx.claim_pods.take(name);
+    if pods.is_empty() {
+        return;
+    }
+    let events = ctx.events.clone();
+    tokio::spawn(async move {
+        for pod in &pods {
+            events.warning(pod, "LaunchFailed", note.clone()).await;
+        }
+    });
 }

@@ -23,6 +23,31 @@ pub enum LaunchFailure {
 }
 
 impl LaunchFailure {
+    /// The reason users act on: the create error's own, or the kind's.
+    pub fn code(&self) -> &str {
+        match self {
+            LaunchFailure::Unavailable { .. } => "InsufficientCapacity",
+            LaunchFailure::NodeClassNotReady { .. } => "NodeClassNotReady",
+            LaunchFailure::Retry { reason, .. } => reason,
+        }
+    }
+
+    /// The Warning event each pod the NodeClaim was made for gets: the
+    /// NodeClaim and why it did not launch, and what happens next.
+    pub fn pod_event(&self, node_claim: &str, message: &str) -> String {
+        let next = match self {
+            LaunchFailure::Unavailable { .. } => "another offering will be chosen",
+            LaunchFailure::NodeClassNotReady { .. } => {
+                "nothing launches from its NodeClass until it is ready"
+            }
+            LaunchFailure::Retry { .. } => "the launch will be tried again",
+        };
+        format!(
+            "NodeClaim {node_claim} failed to launch ({}), {next}: {message}",
+            self.code()
+        )
+    }
+
     /// The Warning event the NodeClaim gets: (reason, message).
     pub fn event(&self, node_claim: &str, message: &str) -> (&'static str, String) {
         match self {

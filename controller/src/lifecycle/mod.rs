@@ -6,12 +6,14 @@
 
 mod initialization;
 mod launch;
+mod launch_backoff;
 mod launch_failure;
 mod plugin_output;
 mod registration;
 pub mod termination;
 mod written;
 
+pub use launch_backoff::LaunchBackoff;
 pub use written::Written;
 
 use super::Ctx;
@@ -92,7 +94,9 @@ fn error_policy(nc: Arc<NodeClaim>, e: &Error, _: Arc<Ctx>) -> Action {
 }
 
 async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    ctx.unseen_claims.seen(&nc.name_any());
     if nc.metadata.deletion_timestamp.is_some() {
+        ctx.launch_backoff.forget(&nc);
         ctx.status_writes.forget(&nc);
         return Ok(termination::finalize(&ctx, &nc).await?);
     }

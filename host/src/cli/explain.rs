@@ -181,14 +181,58 @@ async fn pod(args: ExplainPod) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    let failed = last_launch_failure(&client, &pod).await;
     drop(client);
     let ctx = context(args.plugin_dir.as_deref(), &args.feature_gates).await?;
     let Some(decision) = provisioner::decide(&ctx).await? else {
         super::print(&format!("{who}: no pod is waiting for a node"));
         return Ok(ExitCode::SUCCESS);
     };
-    super::print(&describe(&decision, &pod, &who));
+    let mut out = describe(&decision, &pod, &who);
+    if let Some(failed) = failed {
+        let _ = write!(out, "\n  last launch for it: {failed}");
+    }
+    super::print(&out);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The newest `LaunchFailed` event the controller gave the pod (a NodeClaim
+/// made for it that did not launch, and why), with its age.
+async fn last_launch_failure(client: &kube::Client, pod: &Pod) -> Option<String> {
+    use k8s_openapi::api::core::v1::Event;
+    let uid = pod.metadata.uid.as_deref()?;
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let fields = format!("involvedObject.uid={uid},reason=LaunchFailed");
+    let events = match Api::<Event>::namespaced(client.clone(), ns)
+        .list(&kube::api::ListParams::default().fields(&fields))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read the pod's events");
+            return None;
+        }
+    };
+    let when = |e: &Event| {
+        e.event_time
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.last_timestamp.as_ref().map(|t| t.0))
+            .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
+    };
+    let newest = events.iter().max_by_key(|e| when(e))?;
+    let age = when(newest)
+        .map(|t| {
+            format!(
+                "{} s ago",
+                jiff::Timestamp::now().duration_since(t).as_secs().max(0)
+            )
+        })
+        .unwrap_or_else(|| "at an unknown time".into());
+    Some(format!(
+        "{} ({age})",
+        newest.message.as_deref().unwrap_or_default()
+    ))
 }
 
 fn describe(d: &provisioner::Decision, pod: &Pod, who: &str) -> String {

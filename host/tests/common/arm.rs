@@ -162,6 +162,19 @@ impl ArmEmulator {
         assert!(r.status().is_success(), "admin quota: {}", r.status());
     }
 
+    /// Posts to `/admin/<what>` (`inject`, `fault`): an error the next
+    /// matching requests get.
+    pub async fn admin(&self, what: &str, body: Value) {
+        let r = self
+            .http
+            .post(format!("{}/admin/{what}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("admin");
+        assert!(r.status().is_success(), "admin {what}: {}", r.status());
+    }
+
     pub fn requests(state: &Value) -> Vec<String> {
         state["requests"]
             .as_array()

@@ -575,6 +575,22 @@ where
     wait_for_every(what, timeout, Duration::from_millis(250), check).await
 }
 
+/// [`wait_for`] for a check that finds something: what it found.
+pub async fn wait_for_value<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(why) if Instant::now() > deadline => panic!("{what}: timed out: {why}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
 /// [`wait_for`], looking every `interval`.
 pub async fn wait_for_every<F, Fut>(what: &str, timeout: Duration, interval: Duration, mut check: F)
 where

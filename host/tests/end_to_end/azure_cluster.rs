@@ -78,6 +78,54 @@ pub(crate) async fn node_class_ready(c: &Cluster) {
     .await;
 }
 
+/// A fresh start for an Azure test: the CRDs, nothing left by an earlier
+/// run, and a namespace of its own, `e2e-azure-<name>-<pid>`.
+pub(crate) async fn prepare(name: &str) -> (Cluster, kube::Client, String) {
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    install_plugin_crds(&c, "azure", &["aksnodeclasses.karpenter.azure.com"]);
+    remove_leftovers(&c, &client).await;
+    let ns = format!("e2e-azure-{name}-{}", std::process::id());
+    namespace(&client, &ns).await;
+    (c, client, ns)
+}
+
+/// The controller with `plugin` (the emulator's azure plugin, maybe with
+/// settings of its own), authenticating by workload identity against the
+/// emulator and trusting its CA.
+pub(crate) fn controller(c: &Cluster, arm: &ArmEmulator, plugin: PluginSetup) -> Controller {
+    let env = arm.identity_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut args = arm.trust_args();
+    args.push("--disable-leader-election".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Controller::start_env(c, &[plugin], &env, &args)
+}
+
+/// Deletes the CPU pool's NodeClaims and waits until no VM is left.
+pub(crate) async fn delete_cpu_claims(c: &Cluster, arm: &ArmEmulator) {
+    kubectl(
+        c,
+        &[
+            "delete",
+            "nodeclaims",
+            "-l",
+            &format!("karpenter.sh/nodepool={CPU_POOL}"),
+            "--wait=false",
+        ],
+    );
+    wait_for("no VM left", Duration::from_secs(120), || async {
+        let vms = arm.state().await["vms"].as_array().map_or(0, Vec::len);
+        if vms == 0 {
+            Ok(())
+        } else {
+            Err(format!("{vms} VMs"))
+        }
+    })
+    .await;
+}
+
 /// Removes what an earlier, failed run may have left: its namespaces (whose
 /// pending pods would make NodeClaims), pools, NodeClaims and Nodes.
 pub(crate) async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
@@ -153,22 +201,11 @@ pub(crate) async fn remove_leftovers(c: &Cluster, client: &kube::Client) {
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn the_seed_azure_flow_on_the_arm_emulator() {
     let _serial = SERIAL.lock().await;
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    install_plugin_crds(&c, "azure", &["aksnodeclasses.karpenter.azure.com"]);
-    remove_leftovers(&c, &client).await;
-    let ns = format!("e2e-azure-{}", std::process::id());
-    namespace(&client, &ns).await;
+    let (c, client, ns) = prepare("seed").await;
 
     // The first VM created in zone 1 fails with ZonalAllocationFailed.
     let arm = ArmEmulator::start(&c, &["ZonalAllocationFailed:1"]);
-    let env = arm.identity_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut args = arm.trust_args();
-    args.push("--disable-leader-election".into());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let controller = Controller::start_env(&c, &[arm.plugin()], &env, &args);
+    let controller = controller(&c, &arm, arm.plugin());
 
     for f in ["nodeclass.yaml", "cpu_nodepool.yaml", "gpu_nodepool.yaml"] {
         kubectl(&c, &["apply", "-f", &example(f)]);

@@ -7,7 +7,7 @@
 //!
 //! Needs what `azure_cluster` needs.
 
-use crate::azure_cluster::{CPU_POOL, example, node_class_ready, remove_leftovers};
+use crate::azure_cluster::{CPU_POOL, controller, example, node_class_ready, prepare};
 use crate::common;
 
 use common::arm::{ArmEmulator, vms};
@@ -34,17 +34,7 @@ fn vcpus(size: &str) -> u64 {
 /// One run: six 4-CPU pods under the quota, until they all run. Returns the
 /// VMs as (name, size) and the creates ARM refused for quota.
 async fn six_pods_under_quota(check: bool) -> (Vec<(String, String)>, u64) {
-    let c = cluster();
-    let client = client(&c).await;
-    install_crds(&c);
-    install_plugin_crds(&c, "azure", &["aksnodeclasses.karpenter.azure.com"]);
-    remove_leftovers(&c, &client).await;
-    let ns = format!(
-        "e2e-azure-quota-{}-{}",
-        if check { "on" } else { "off" },
-        std::process::id()
-    );
-    namespace(&client, &ns).await;
+    let (c, client, ns) = prepare(if check { "quota-on" } else { "quota-off" }).await;
 
     let arm = ArmEmulator::start(&c, &[]);
     arm.set_quota(json!({"familyCores": {FAMILY: QUOTA}})).await;
@@ -52,12 +42,7 @@ async fn six_pods_under_quota(check: bool) -> (Vec<(String, String)>, u64) {
     if !check {
         plugin.config["settings"]["QUOTA_CHECK"] = json!("false");
     }
-    let env = arm.identity_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut args = arm.trust_args();
-    args.push("--disable-leader-election".into());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let controller = Controller::start_env(&c, &[plugin], &env, &args);
+    let controller = controller(&c, &arm, plugin);
     for f in ["nodeclass.yaml", "cpu_nodepool.yaml"] {
         kubectl(&c, &["apply", "-f", &example(f)]);
     }

@@ -9,7 +9,7 @@ use common::cluster::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use karpenter_controller::crds::NodePool;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -320,6 +320,31 @@ async fn insufficient_capacity_moves_to_the_next_offering() {
         controller.log().contains("insufficient capacity"),
         "the first launch failed on zone a:\n{}",
         controller.log()
+    );
+    // The pod was told why its first NodeClaim did not launch, and the
+    // failure is counted under its reason.
+    let told = wait_for_value(
+        "the pod's LaunchFailed event",
+        Duration::from_secs(30),
+        || async {
+            Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+                .list(&ListParams::default().fields("reason=LaunchFailed"))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter_map(|e| e.message)
+                .find(|m| m.contains("(InsufficientCapacity)") && m.contains("test-zone-a"))
+                .ok_or_else(|| "not yet".to_string())
+        },
+    )
+    .await;
+    eprintln!("pod event: {told}");
+    assert!(
+        controller
+            .metric("karpenter_cloudprovider_errors_total")
+            .await
+            >= 1.0
     );
     clean_up(&client, ns, pool).await;
 }

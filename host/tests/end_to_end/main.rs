@@ -10,6 +10,7 @@ mod common;
 
 mod api_reads;
 mod azure_cluster;
+mod azure_errors;
 mod azure_quota;
 mod capacity_buffer;
 mod chart;

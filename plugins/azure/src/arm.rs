@@ -19,6 +19,8 @@ const MAX_POLLS: u32 = 600;
 pub struct Arm {
     endpoint: String,
     token: Option<String>,
+    /// ARM's last answer to a request given up on, for the caller's reason.
+    gave_up: std::cell::RefCell<Option<ArmError>>,
 }
 
 impl Arm {
@@ -33,6 +35,7 @@ impl Arm {
         Ok(Arm {
             endpoint: s.arm_endpoint.clone(),
             token,
+            gave_up: Default::default(),
         })
     }
 
@@ -84,6 +87,8 @@ impl Arm {
     ) -> Result<Response, Error> {
         let url = self.url(path_or_url);
         let mut last = String::new();
+        let mut answer = None;
+        self.gave_up.replace(None);
         for attempt in 0..MAX_TRIES {
             let mut req = Request::new(method, url.clone()).header("accept", "application/json");
             if let Some(t) = &self.token {
@@ -94,12 +99,15 @@ impl Arm {
             }
             let wait = match req.send() {
                 Ok(r) if r.status == 429 || r.status >= 500 => {
-                    last = format!("{method} {url}: {}", ArmError::from_body(r.status, &r.body));
+                    let e = ArmError::from_body(r.status, &r.body);
+                    last = format!("{method} {url}: {e}");
+                    answer = Some(e);
                     retry_after(&r).unwrap_or_else(|| backoff(attempt))
                 }
                 Ok(r) => return Ok(r),
                 Err(e) => {
                     last = format!("{method} {url}: {e}");
+                    answer = None;
                     // Denied by the host's allow-list: retrying cannot help.
                     if last.contains("denied by the host") {
                         return Err(fatal(last));
@@ -111,9 +119,16 @@ impl Arm {
                 std::thread::sleep(wait.min(MAX_WAIT));
             }
         }
+        *self.gave_up.borrow_mut() = answer;
         Err(retryable(format!(
             "giving up after {MAX_TRIES} tries: {last}"
         )))
+    }
+
+    /// ARM's last answer to the last request given up on (throttled or
+    /// failing past every retry), if it answered at all.
+    pub fn gave_up(&self) -> Option<ArmError> {
+        self.gave_up.borrow().clone()
     }
 
     /// Waits for a long-running operation started by `response` (201/202 with

@@ -130,6 +130,78 @@ impl CapacityFailure {
     }
 }
 
+/// The reason a failed create is reported under (the NodeClaim's Launched
+/// condition, its events, the host's error metric): one per kind of ARM
+/// error, so users can act on it without reading ARM's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Out of capacity or quota: the offerings are kept out for a while.
+    Capacity(CapacityFailure),
+    /// The subnet has no address left for the NIC.
+    SubnetFull,
+    /// The NodeClass's image is not there (or not in this region).
+    ImageNotFound,
+    /// The controller's identity may not do this.
+    AuthorizationFailed,
+    /// ARM kept answering 429 past every retry.
+    Throttled,
+    /// Anything else, reported under ARM's own code.
+    Other,
+}
+
+impl Reason {
+    pub fn of(e: &ArmError) -> Reason {
+        if let Some(c) = CapacityFailure::classify(e) {
+            return Reason::Capacity(c);
+        }
+        match e.code.as_str() {
+            "SubnetIsFull" => Reason::SubnetFull,
+            "ImageNotFound"
+            | "GalleryImageNotFound"
+            | "PlatformImageNotFound"
+            | "ImageVersionDeprecated" => Reason::ImageNotFound,
+            "AuthorizationFailed" | "LinkedAuthorizationFailed" | "InvalidAuthenticationToken" => {
+                Reason::AuthorizationFailed
+            }
+            _ if e.status == 429 => Reason::Throttled,
+            _ => Reason::Other,
+        }
+    }
+
+    /// The CamelCase name; `e` gives it for allocation failures (ARM's own
+    /// code says which) and for `Other`.
+    pub fn name(self, e: &ArmError) -> String {
+        let fixed = match self {
+            Reason::Capacity(CapacityFailure::FamilyQuota) => "SKUFamilyQuotaExceeded",
+            Reason::Capacity(CapacityFailure::RegionalQuota) => "RegionalCoresQuotaExceeded",
+            Reason::Capacity(CapacityFailure::SpotQuota) => "SpotCoresQuotaExceeded",
+            Reason::Capacity(CapacityFailure::SkuNotAvailable) => "SKUNotAvailable",
+            Reason::SubnetFull => "SubnetFull",
+            Reason::ImageNotFound => "ImageNotFound",
+            Reason::AuthorizationFailed => "AuthorizationFailed",
+            Reason::Throttled => "Throttled",
+            Reason::Capacity(CapacityFailure::Zonal) | Reason::Other => {
+                return if e.code.is_empty() {
+                    "ARMError".to_string()
+                } else {
+                    e.code.clone()
+                };
+            }
+        };
+        fixed.to_string()
+    }
+
+    /// Whether the same create may succeed if tried again soon. A full
+    /// subnet, a missing image or a missing role needs someone to act.
+    pub fn retryable(self, e: &ArmError) -> bool {
+        match self {
+            Reason::SubnetFull | Reason::ImageNotFound | Reason::AuthorizationFailed => false,
+            Reason::Throttled | Reason::Capacity(_) => true,
+            Reason::Other => e.transient() || e.status == 409,
+        }
+    }
+}
+
 /// One offering: (instance type, zone label, capacity type).
 pub type OfferingKey = (String, String, String);
 
@@ -240,6 +312,113 @@ mod tests {
         assert_eq!(nested.code, "ZonalAllocationFailed");
         assert!(ArmError::from_body(503, b"gateway").transient());
         assert_eq!(ArmError::from_body(503, b"gateway").message, "gateway");
+    }
+
+    #[test]
+    fn every_create_error_has_one_reason() {
+        let named = |status: u16, code: &str, message: &str| {
+            let e = ArmError::from_body(
+                status,
+                format!(r#"{{"error": {{"code": "{code}", "message": "{message}"}}}}"#).as_bytes(),
+            );
+            let r = Reason::of(&e);
+            (r.name(&e), r.retryable(&e))
+        };
+        let cases = [
+            (
+                409,
+                "OperationNotAllowed",
+                "exceeding approved standardDSv5Family Cores quota. Family Cores quota",
+                "SKUFamilyQuotaExceeded",
+                true,
+            ),
+            (
+                409,
+                "OperationNotAllowed",
+                "Total Regional Cores quota",
+                "RegionalCoresQuotaExceeded",
+                true,
+            ),
+            (
+                409,
+                "OperationNotAllowed",
+                "LowPriorityCores quota",
+                "SpotCoresQuotaExceeded",
+                true,
+            ),
+            (
+                409,
+                "SkuNotAvailable",
+                "not available in location",
+                "SKUNotAvailable",
+                true,
+            ),
+            (
+                409,
+                "AllocationFailed",
+                "no capacity",
+                "AllocationFailed",
+                true,
+            ),
+            (
+                409,
+                "ZonalAllocationFailed",
+                "no capacity in zone",
+                "ZonalAllocationFailed",
+                true,
+            ),
+            (
+                409,
+                "OverconstrainedAllocationRequest",
+                "too narrow",
+                "OverconstrainedAllocationRequest",
+                true,
+            ),
+            (
+                400,
+                "SubnetIsFull",
+                "does not have enough capacity for 1 IP addresses",
+                "SubnetFull",
+                false,
+            ),
+            (
+                404,
+                "GalleryImageNotFound",
+                "is not available in westus2 region",
+                "ImageNotFound",
+                false,
+            ),
+            (
+                403,
+                "AuthorizationFailed",
+                "does not have authorization",
+                "AuthorizationFailed",
+                false,
+            ),
+            (
+                403,
+                "LinkedAuthorizationFailed",
+                "subnets/join/action",
+                "AuthorizationFailed",
+                false,
+            ),
+            (429, "TooManyRequests", "throttled", "Throttled", true),
+            (400, "InvalidParameter", "bad", "InvalidParameter", false),
+            (
+                500,
+                "InternalServerError",
+                "oops",
+                "InternalServerError",
+                true,
+            ),
+        ];
+        for (status, code, message, reason, retry) in cases {
+            assert_eq!(
+                named(status, code, message),
+                (reason.to_string(), retry),
+                "{code}: {message}"
+            );
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ mod settings;
 pub mod vm;
 
 use arm::Arm;
-use armerrors::{ArmError, CapacityFailure};
+use armerrors::{ArmError, CapacityFailure, Reason};
 use catalog::Shaping;
 use karpenter_plugin_sdk::prelude::*;
 use serde_json::{Value, json};
@@ -224,17 +224,10 @@ impl Catalog {
     }
 }
 
+/// A failed create under its reason, with ARM's code and message.
 fn arm_failure(what: &str, e: &ArmError) -> Error {
-    let retryable = e.transient() || e.status == 409;
-    create_error(
-        if e.code.is_empty() {
-            "ARMError".to_string()
-        } else {
-            e.code.clone()
-        },
-        format!("{what}: {e}"),
-        retryable,
-    )
+    let reason = Reason::of(e);
+    create_error(reason.name(e), format!("{what}: {e}"), reason.retryable(e))
 }
 
 impl Guest for Azure {
@@ -452,7 +445,7 @@ impl Guest for Azure {
         let nic = vm::nic_body(&s.location, &subnet, sku.accelerated_networking, &tags);
         let r = arm
             .send("PUT", &nic_url, Some(&nic))
-            .map_err(|e| in_create(&format!("create NIC {name}"), e))?;
+            .map_err(|e| in_create(&arm, &format!("create NIC {name}"), e))?;
         if !r.is_success() {
             return Err(arm_failure(
                 "create NIC",
@@ -464,8 +457,10 @@ impl Guest for Azure {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(arm_failure("create NIC", &e)),
             Err(e) => {
+                // Named before the clean-up's requests replace ARM's answer.
+                let e = in_create(&arm, &format!("create NIC {name}"), e);
                 cleanup(&arm, &forced_vm_url, &nic_url);
-                return Err(in_create(&format!("create NIC {name}"), e));
+                return Err(e);
             }
         }
         let nic_id = vm::nic_path(&sub, &rg, &name);
@@ -503,8 +498,9 @@ impl Guest for Azure {
             Err(e) => {
                 // Throttled or failing past every retry: clean up (best
                 // effort; garbage collection catches a VM that remains).
+                let e = in_create(&arm, &format!("create VM {name}"), e);
                 cleanup(&arm, &forced_vm_url, &nic_url);
-                return Err(in_create(&format!("create VM {name}"), e));
+                return Err(e);
             }
         };
         if let Some(e) = failure {
@@ -549,8 +545,12 @@ impl Guest for Azure {
                     .collect();
                 return Err(insufficient_capacity(
                     format!(
-                        "{} in {} ({}): {}",
-                        sku.name, offering.zone, offering.capacity_type, e
+                        "{}: {} in {} ({}): {}",
+                        Reason::Capacity(kind).name(&e),
+                        sku.name,
+                        offering.zone,
+                        offering.capacity_type,
+                        e
                     ),
                     refs,
                 ));
@@ -698,14 +698,17 @@ impl Guest for Azure {
 }
 
 /// An ARM request of a launch that failed outright (throttled or failing
-/// past every retry), as a create error that says what was being done.
-fn in_create(what: &str, e: Error) -> Error {
+/// past every retry), as a create error that says what was being done,
+/// under the reason of ARM's last answer.
+fn in_create(arm: &Arm, what: &str, e: Error) -> Error {
     match e {
-        Error::Other(o) => create_error(
-            "ARMRequestFailed",
-            format!("{what}: {}", o.message),
-            o.retryable,
-        ),
+        Error::Other(o) => {
+            let reason = arm
+                .gave_up()
+                .map(|last| Reason::of(&last).name(&last))
+                .unwrap_or_else(|| "ARMRequestFailed".to_string());
+            create_error(reason, format!("{what}: {}", o.message), o.retryable)
+        }
         other => other,
     }
 }

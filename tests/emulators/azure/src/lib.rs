@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
+pub mod errors;
 mod faults;
 mod tls;
 pub use faults::Fault;
@@ -72,15 +73,21 @@ pub struct Quota {
     pub family_cores: BTreeMap<String, u64>,
 }
 
-/// Fail the next `count` VM creates that match with `code` (in the async
-/// operation, as Azure reports allocation failures).
-#[derive(Clone, Debug)]
+/// Fail the next `count` creates that match with `code`: a VM's (in its
+/// async operation, as Azure reports allocation failures, or refused at
+/// once with `status`) or a NIC's (refused at once). A code ARM is known to
+/// answer a create with (`errors::known`) gets ARM's message, status and
+/// resource unless the injection names its own.
+#[derive(Clone, Debug, Default)]
 pub struct Injection {
     pub code: String,
-    pub message: String,
-    /// Zone number ("1"); None matches any, "" matches regional only.
+    pub message: Option<String>,
+    /// Zone number ("1"); None matches any, "" matches regional only. A
+    /// NIC has no zone: NIC injections match any.
     pub zone: Option<String>,
     pub vm_size: Option<String>,
+    pub resource: Option<errors::Resource>,
+    pub status: Option<u16>,
     pub count: u32,
 }
 
@@ -92,12 +99,37 @@ impl Injection {
         let zone = p.next().filter(|z| !z.is_empty()).map(str::to_string);
         let vm_size = p.next().filter(|z| !z.is_empty()).map(str::to_string);
         Some(Injection {
-            message: format!("Injected {code} by the emulator."),
             code,
             zone,
             vm_size,
             count: 1,
+            ..Injection::default()
         })
+    }
+
+    fn target(&self) -> errors::Resource {
+        let empty = errors::Context {
+            location: "",
+            vm_size: "",
+            id: "",
+            image: "",
+            subnet: "",
+        };
+        self.resource
+            .or(errors::known(&self.code, &empty).map(|k| k.resource))
+            .unwrap_or(errors::Resource::Vm)
+    }
+
+    /// How this injection answers, in ARM's words where it knows the code.
+    fn answer(&self, c: &errors::Context) -> (Option<u16>, String) {
+        let known = errors::known(&self.code, c);
+        let status = self.status.or(known.as_ref().and_then(|k| k.status));
+        let message = self
+            .message
+            .clone()
+            .or(known.map(|k| k.message))
+            .unwrap_or_else(|| format!("Injected {} by the emulator.", self.code));
+        (status, message)
     }
 }
 
@@ -173,6 +205,40 @@ fn reply(status: StatusCode, body: Value) -> Reply {
 
 fn arm_error(status: StatusCode, code: &str, message: &str) -> Reply {
     reply(status, json!({"error": {"code": code, "message": message}}))
+}
+
+/// An injected error refusing a PUT at once.
+fn refusal(status: u16, code: &str, message: &str) -> Reply {
+    reply(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+        errors::body(code, message),
+    )
+}
+
+/// The first injection for a create of `resource` in `zone` of `size`,
+/// counted down.
+fn take_injection(
+    st: &mut State,
+    resource: errors::Resource,
+    zone: &str,
+    size: &str,
+) -> Option<Injection> {
+    let pos = st.injections.iter().position(|i| {
+        i.count > 0
+            && i.target() == resource
+            && (resource == errors::Resource::Nic
+                || (i.zone.as_deref().is_none_or(|z| z == zone)
+                    && i.vm_size
+                        .as_deref()
+                        .is_none_or(|s| s.eq_ignore_ascii_case(size))))
+    })?;
+    let inj = &mut st.injections[pos];
+    inj.count -= 1;
+    let taken = inj.clone();
+    if inj.count == 0 {
+        st.injections.remove(pos);
+    }
+    Some(taken)
 }
 
 fn query(uri: &hyper::Uri, key: &str) -> Option<String> {
@@ -398,10 +464,10 @@ impl Emulator {
                 // The create is accepted; its operation fails as a placement does.
                 self.inject(Injection {
                     code: "ZonalAllocationFailed".into(),
-                    message: "Allocation failed. We do not have sufficient capacity for the requested VM size in this region. (injected by the emulator's chaos)".into(),
-                    zone: None,
-                    vm_size: None,
+                    message: Some("Allocation failed. We do not have sufficient capacity for the requested VM size in this region. (injected by the emulator's chaos)".into()),
+                    resource: Some(errors::Resource::Vm),
                     count: 1,
+                    ..Injection::default()
                 });
                 self.arm(&parts, &body, &path, &host).await
             }
@@ -625,12 +691,27 @@ impl Emulator {
                     );
                 };
                 let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+                let resource = match s("resource").as_deref().map(errors::Resource::parse) {
+                    Some(None) => {
+                        return arm_error(
+                            StatusCode::BAD_REQUEST,
+                            "InvalidRequest",
+                            "resource is vm or nic",
+                        );
+                    }
+                    Some(r) => r,
+                    None => None,
+                };
                 self.inject(Injection {
                     code: code.to_string(),
-                    message: s("message")
-                        .unwrap_or_else(|| format!("Injected {code} by the emulator.")),
+                    message: s("message"),
                     zone: s("zone"),
                     vm_size: s("vmSize"),
+                    resource,
+                    status: v
+                        .get("status")
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u16::try_from(n).ok()),
                     count: v.get("count").and_then(Value::as_u64).unwrap_or(1) as u32,
                 });
                 reply(StatusCode::OK, json!({}))
@@ -929,6 +1010,18 @@ impl Emulator {
             );
         }
         let mut st = self.lock();
+        if !st.nics.contains_key(key)
+            && let Some(inj) = take_injection(&mut st, errors::Resource::Nic, "", "")
+        {
+            let (status, message) = inj.answer(&errors::Context {
+                location: &self.options.location,
+                vm_size: "",
+                id,
+                image: "",
+                subnet,
+            });
+            return refusal(status.unwrap_or(400), &inj.code, &message);
+        }
         let existed = st.nics.contains_key(key);
         let ip = format!(
             "10.224.{}.{}",
@@ -1127,21 +1220,24 @@ impl Emulator {
                 }
             }
         }
-        // One-shot injected failures: the operation fails.
+        // One-shot injected failures: refused at once, or the operation fails.
         let mut error = None;
-        if let Some(pos) = st.injections.iter().position(|i| {
-            i.count > 0
-                && i.zone.as_deref().is_none_or(|z| z == zone)
-                && i.vm_size
-                    .as_deref()
-                    .is_none_or(|s| s.eq_ignore_ascii_case(&size))
-        }) {
-            let inj = &mut st.injections[pos];
-            inj.count -= 1;
-            error = Some(json!({"code": inj.code, "message": inj.message}));
-            if inj.count == 0 {
-                st.injections.remove(pos);
+        if let Some(inj) = take_injection(&mut st, errors::Resource::Vm, &zone, &size) {
+            let image = v
+                .pointer("/properties/storageProfile/imageReference/communityGalleryImageId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let (status, message) = inj.answer(&errors::Context {
+                location: &self.options.location,
+                vm_size: &size,
+                id,
+                image,
+                subnet: "",
+            });
+            if let Some(status) = status {
+                return refusal(status, &inj.code, &message);
             }
+            error = Some(json!({"code": inj.code, "message": message}));
         }
         v["id"] = json!(id);
         v["name"] = json!(name);

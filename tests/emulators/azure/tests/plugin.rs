@@ -421,6 +421,95 @@ async fn zonal_allocation_failure_marks_the_offering_unavailable() {
     assert_ne!(i.zone, "0");
 }
 
+/// Each error ARM answers a create with, as ARM answers it (the NIC's PUT or
+/// the VM's, at once or in the operation), comes back under one reason,
+/// with ARM's code in the message, and leaves nothing behind.
+#[tokio::test]
+async fn every_create_error_comes_back_under_one_reason() {
+    let s = setup(Quota::default()).await;
+    let cases = [
+        ("ZonalAllocationFailed", "ZonalAllocationFailed", true),
+        ("AllocationFailed", "AllocationFailed", true),
+        (
+            "OverconstrainedAllocationRequest",
+            "OverconstrainedAllocationRequest",
+            true,
+        ),
+        (
+            "OverconstrainedZonalAllocationRequest",
+            "OverconstrainedZonalAllocationRequest",
+            true,
+        ),
+        ("SkuNotAvailable", "SKUNotAvailable", true),
+        ("SubnetIsFull", "SubnetFull", false),
+        ("GalleryImageNotFound", "ImageNotFound", false),
+        ("AuthorizationFailed", "AuthorizationFailed", false),
+        ("LinkedAuthorizationFailed", "AuthorizationFailed", false),
+    ];
+    // A size each: a failure keeps its offerings out for a while.
+    let sizes = [
+        "Standard_D2s_v5",
+        "Standard_D4s_v5",
+        "Standard_D8s_v5",
+        "Standard_D16s_v5",
+        "Standard_E2s_v5",
+        "Standard_E4s_v5",
+        "Standard_E8s_v5",
+        "Standard_E16s_v5",
+        "Standard_D2as_v5",
+    ];
+    for (i, (code, reason, gives_way)) in cases.into_iter().enumerate() {
+        let mut inj = Injection::parse(code).expect("injection");
+        inj.count = 1;
+        s.emulator.inject(inj);
+        let c = claim(
+            &format!("default-err{i}"),
+            vec![req("node.kubernetes.io/instance-type", &[sizes[i]])],
+        );
+        let err = s.plugin.create(&c, &class()).await.expect_err(code);
+        match err.provider_error() {
+            Some(wit::Error::InsufficientCapacity(ic)) if gives_way => {
+                assert!(
+                    ic.message.starts_with(&format!("{reason}: ")),
+                    "{code}: {}",
+                    ic.message
+                );
+                assert!(ic.message.contains(code), "{}", ic.message);
+                assert!(!ic.offerings.is_empty(), "{code}: names the offerings");
+            }
+            Some(wit::Error::CreateError(ce)) if !gives_way => {
+                assert_eq!(ce.reason, reason, "{code}: {}", ce.message);
+                assert!(ce.message.contains(code), "{}", ce.message);
+                assert!(!ce.retryable, "{code} needs someone to act");
+            }
+            other => panic!("{code}: {other:?}"),
+        }
+        assert!(
+            s.emulator.vms().is_empty() && s.emulator.nics().is_empty(),
+            "{code}: nothing left behind"
+        );
+    }
+    // Throttled past every retry.
+    s.emulator
+        .fault(fault(429, Some(0), "PUT", "/virtualMachines/", 5));
+    let c = claim(
+        "default-throttled",
+        vec![req(
+            "node.kubernetes.io/instance-type",
+            &["Standard_D4as_v5"],
+        )],
+    );
+    let err = s.plugin.create(&c, &class()).await.expect_err("throttled");
+    let Some(wit::Error::CreateError(ce)) = err.provider_error() else {
+        panic!("{err}")
+    };
+    assert_eq!(ce.reason, "Throttled", "{}", ce.message);
+    assert!(
+        ce.retryable && ce.message.contains("TooManyRequests (429)"),
+        "{ce:?}"
+    );
+}
+
 #[tokio::test]
 async fn spot_quota_marks_every_spot_offering() {
     // A quota error on create (another user of the subscription took the
