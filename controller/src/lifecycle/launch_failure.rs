@@ -36,7 +36,9 @@ impl LaunchFailure {
     /// NodeClaim and why it did not launch, and what happens next.
     pub fn pod_event(&self, node_claim: &str, message: &str) -> String {
         let next = match self {
-            LaunchFailure::Unavailable { .. } => "another offering will be chosen",
+            LaunchFailure::Unavailable { .. } => {
+                "the offerings that failed are kept out for a while and its pods scheduled again"
+            }
             LaunchFailure::NodeClassNotReady { .. } => {
                 "nothing launches from its NodeClass until it is ready"
             }

@@ -349,6 +349,82 @@ async fn insufficient_capacity_moves_to_the_next_offering() {
     clean_up(&client, ns, pool).await;
 }
 
+/// A pod whose only offering is out of capacity is told so by an event,
+/// and `karpenter explain pod` shows that last launch beside the reason it
+/// still waits.
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn a_pod_whose_launch_failed_is_told_why() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    let (ns, pool) = (
+        &format!("e2e-told-{}", std::process::id()),
+        &format!("told-{}", std::process::id()),
+    );
+    let (ns, pool) = (ns.as_str(), pool.as_str());
+    namespace(&client, ns).await;
+    apply(&c, node_class());
+    let mut reqs = requirements_on_demand_amd64();
+    reqs.as_array_mut().expect("array").extend([
+        json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-2x-amd64-linux"]}),
+        json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a"]}),
+    ]);
+    apply(&c, node_pool(pool, reqs));
+    apply(&c, deployment(ns, "told", pool, 1, "1", false));
+    let controller = Controller::start(
+        &c,
+        &[("OUT_OF_CAPACITY", "c-2x-amd64-linux/test-zone-a/on-demand")],
+        &["--disable-leader-election"],
+    );
+    let told = wait_for_value(
+        "the pod's LaunchFailed event",
+        Duration::from_secs(60),
+        || async {
+            Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+                .list(&ListParams::default().fields("reason=LaunchFailed"))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter_map(|e| e.message)
+                .find(|m| m.contains("(InsufficientCapacity)"))
+                .ok_or_else(|| "not yet".to_string())
+        },
+    )
+    .await;
+    let pod = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels("app=told"))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .next()
+        .expect("the pod")
+        .name_any();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["explain", "pod", &pod, "-n", ns, "--plugin-dir"])
+        .arg(controller.dir.path().join("plugins"))
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .expect("karpenter explain");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("event: {told}\n{text}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("last launch for it: NodeClaim")
+            && text.contains("(InsufficientCapacity)")
+            && text.contains("s ago)"),
+        "{text}"
+    );
+    clean_up(&client, ns, pool).await;
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn killed_mid_launch_neither_leaks_nor_duplicates() {
