@@ -22,6 +22,7 @@ mod kwok_cluster;
 mod nebius;
 mod node_overlay;
 mod own_cluster;
+mod prometheus;
 mod reserved_capacity;
 mod simulate_cluster;
 mod static_nodepool;
