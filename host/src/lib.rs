@@ -6,3 +6,4 @@ pub mod bench;
 pub mod cli;
 pub mod conformance;
 pub mod simulate;
+pub mod viewer;

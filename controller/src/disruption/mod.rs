@@ -101,9 +101,23 @@ pub struct Decision {
     pub elapsed: Duration,
 }
 
-/// Snapshots the cluster and runs the engine. Changes nothing (`karpenter
-/// explain node` uses it as is).
-pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decision> {
+/// What disruption decides on: the cluster as one snapshot. `karpenter
+/// viewer` draws it.
+pub async fn snapshot(
+    ctx: &Ctx,
+    observer: &mut Observer,
+) -> engine::disruption::DisruptionSnapshot {
+    snapshot_with_pools(ctx, observer).await.0
+}
+
+/// [`snapshot`], with the NodePools it was built from.
+async fn snapshot_with_pools(
+    ctx: &Ctx,
+    observer: &mut Observer,
+) -> (
+    engine::disruption::DisruptionSnapshot,
+    Vec<super::provisioner::Pool>,
+) {
     let pools = super::provisioner::pools(ctx).await;
     let now = jiff::Timestamp::now().as_second();
     let nodes = ctx.cluster.nodes.state();
@@ -140,6 +154,13 @@ pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decisi
     }
     let mut snap = snap;
     snap.pending_pods.extend(ctx.buffers.pods().iter().cloned());
+    (snap, pools)
+}
+
+/// Snapshots the cluster and runs the engine. Changes nothing (`karpenter
+/// explain node` uses it as is).
+pub async fn decide(ctx: &Ctx, observer: &mut Observer) -> anyhow::Result<Decision> {
+    let (snap, pools) = snapshot_with_pools(ctx, observer).await;
     let started = Instant::now();
     let plan = tokio::task::spawn_blocking(move || engine::disrupt(&snap)).await?;
     let elapsed = started.elapsed();

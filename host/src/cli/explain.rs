@@ -62,7 +62,7 @@ pub async fn run(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// The controller's context over the live cluster, acting on nothing.
-async fn context(
+pub(super) async fn context(
     plugin_dir: Option<&std::path::Path>,
     feature_gates: &str,
 ) -> anyhow::Result<Arc<Ctx>> {

@@ -23,6 +23,7 @@ pub mod plugin_push;
 pub mod plugin_test;
 pub mod providers;
 pub mod simulate;
+pub mod viewer;
 mod wit_json;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -73,6 +74,9 @@ pub enum Command {
     /// Explain, against a live cluster, why a pod is pending or where it goes.
     #[command(subcommand)]
     Explain(explain::ExplainCommand),
+    /// The nodes as the controller sees them: per NodePool, requested CPU
+    /// and memory against allocatable, prices, pending pods.
+    Viewer(viewer::ViewerArgs),
     /// Generate installation files (the Helm chart's values).
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -100,6 +104,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(cmd) => bench::run(cmd).await,
         Command::Controller(args) => controller::run(*args).await,
         Command::Explain(cmd) => explain::run(cmd).await,
+        Command::Viewer(args) => viewer::run(args).await,
         Command::Config(cmd) => config::run(cmd).await,
     }
 }

@@ -27,3 +27,4 @@ mod reserved_capacity;
 mod simulate_cluster;
 mod static_nodepool;
 mod two_clouds;
+mod viewer;

@@ -1,0 +1,173 @@
+//! End-to-end: `karpenter viewer` on the local control plane during an
+//! inflate, as a person uses it: `--once` for a script, and the live view
+//! in tmux (send-keys, capture-pane) until a new node shows in its frame,
+//! then Ctrl-C.
+//!
+//! Needs a cluster (`KARPENTER_TEST_CLUSTER`) and tmux.
+
+use crate::common;
+
+use common::cluster::*;
+use kube::ResourceExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn tmux(args: &[&str]) -> String {
+    let out = Command::new("tmux")
+        .args(args)
+        .output()
+        .expect("tmux (apt-get install tmux)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The node lines of a frame for `pool`'s nodes.
+fn node_lines<'a>(frame: &'a str, names: &[String]) -> Vec<&'a str> {
+    frame
+        .lines()
+        .filter(|l| names.iter().any(|n| l.trim_start().starts_with(n.as_str())))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
+async fn the_viewer_shows_the_nodes_as_they_come() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster();
+    let client = client(&c).await;
+    install_crds(&c);
+    let (ns, pool) = (
+        &format!("e2e-viewer-{}", std::process::id()),
+        &format!("viewer-{}", std::process::id()),
+    );
+    let (ns, pool) = (ns.as_str(), pool.as_str());
+    namespace(&client, ns).await;
+    apply(&c, node_class());
+    apply(&c, node_pool(pool, requirements_on_demand_amd64()));
+    // One pod per node.
+    apply(&c, deployment(ns, "view", pool, 3, "1", true));
+    let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
+    wait_for("3 pods running", Duration::from_secs(120), || {
+        pods_running(&client, ns, "view", 3)
+    })
+    .await;
+    let names = |nodes: Vec<k8s_openapi::api::core::v1::Node>| -> Vec<String> {
+        nodes.iter().map(|n| n.name_any()).collect()
+    };
+    let nodes = names(kwok_nodes(&client, pool).await);
+    assert_eq!(nodes.len(), 3);
+    let plugins = controller.dir.path().join("plugins");
+    let viewer = env!("CARGO_BIN_EXE_karpenter");
+
+    // Once, for a script.
+    let out = Command::new(viewer)
+        .args(["viewer", "--once", "--nodepool", pool, "--plugin-dir"])
+        .arg(&plugins)
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .expect("karpenter viewer --once");
+    let frame = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{frame}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(frame.starts_with("3 nodes  3 pods  $"), "{frame}");
+    assert!(
+        frame.contains(&format!("NodePool {pool}: 3 nodes, $")),
+        "{frame}"
+    );
+    let lines = node_lines(&frame, &nodes);
+    assert_eq!(lines.len(), 3, "{frame}");
+    for l in &lines {
+        assert!(l.contains(" ready "), "{l}");
+        assert!(l.contains("on-demand") && l.contains("test-zone-"), "{l}");
+        // Requested CPU and memory as bars, and a price.
+        assert_eq!(l.matches('[').count(), 2, "{l}");
+        assert!(
+            l.trim_end()
+                .rsplit(' ')
+                .next()
+                .is_some_and(|p| p.parse::<f64>().is_ok_and(|p| p > 0.0)),
+            "{l}"
+        );
+    }
+
+    // Live, in tmux, as a person keeps it open.
+    let session = format!("viewer-{}", std::process::id());
+    let command = format!(
+        "KUBECONFIG={} {viewer} viewer --interval 1s --nodepool {pool} --plugin-dir {}",
+        c.kubeconfig,
+        plugins.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "220",
+        "-y",
+        "50",
+        &command,
+    ]);
+    let pane = || tmux(&["capture-pane", "-p", "-t", &session]);
+    wait_for(
+        "the live frame shows 3 nodes",
+        Duration::from_secs(60),
+        || async {
+            let p = pane();
+            if node_lines(&p, &nodes).len() == 3 && p.contains("Ctrl-C quits") {
+                Ok(())
+            } else {
+                Err(p)
+            }
+        },
+    )
+    .await;
+    scale(&client, ns, "view", 4).await;
+    let appeared = wait_for_value("a 4th node", Duration::from_secs(120), || async {
+        let now = names(kwok_nodes(&client, pool).await);
+        if now.len() == 4 {
+            Ok((now, Instant::now()))
+        } else {
+            Err(format!("{now:?}"))
+        }
+    })
+    .await;
+    let (four, at) = appeared;
+    wait_for(
+        "the live frame shows the 4th node",
+        Duration::from_secs(30),
+        || async {
+            let p = pane();
+            if node_lines(&p, &four).len() == 4 {
+                Ok(())
+            } else {
+                Err(p)
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "the new node showed in the live frame {:.1} s after it registered:\n{}",
+        at.elapsed().as_secs_f64(),
+        pane()
+    );
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+    wait_for(
+        "the viewer exits on Ctrl-C",
+        Duration::from_secs(10),
+        || async {
+            let listed = tmux(&["list-sessions"]);
+            if listed.contains(&session) {
+                Err(listed)
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+
+    clean_up(&client, ns, pool).await;
+}
