@@ -30,7 +30,7 @@ pub struct ViewerArgs {
     #[arg(long)]
     pub unmanaged: bool,
     /// Time between frames.
-    #[arg(long, default_value = "2s", value_parser = humantime_duration)]
+    #[arg(long, default_value = "2s", value_parser = go_duration)]
     pub interval: Duration,
     /// The controller's plugins, whose catalogs give the prices; the
     /// providers built into this binary when omitted.
@@ -40,7 +40,8 @@ pub struct ViewerArgs {
     pub feature_gates: String,
 }
 
-fn humantime_duration(s: &str) -> Result<Duration, String> {
+/// A Go duration (`2s`, `500ms`), as Karpenter's flags take them.
+fn go_duration(s: &str) -> Result<Duration, String> {
     vocabulary::duration::parse(s).map_err(|e| e.to_string())
 }
 

@@ -91,7 +91,7 @@ pub fn render(
             state: state(n, snap.now, disrupting),
             cpu: requested(n, "cpu"),
             memory: requested(n, "memory"),
-            price: price(snap, n),
+            price: engine::whatif::node_price(&snap.node_pools, n),
         })
         .collect();
     let mut pools: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
@@ -226,27 +226,6 @@ fn bar(r: (i64, i64)) -> String {
         "-".repeat(10 - filled),
         (f * 100.0).round() as i64
     )
-}
-
-/// The price of the node's offering in its NodePool's catalog.
-fn price(snap: &DisruptionSnapshot, n: &ClusterNode) -> Option<f64> {
-    let pool = snap
-        .node_pools
-        .iter()
-        .find(|p| Some(&p.pool.name) == n.node_pool.as_ref())?;
-    let it = pool
-        .pool
-        .instance_types
-        .iter()
-        .find(|t| Some(&t.name) == n.labels.get(labels::INSTANCE_TYPE))?;
-    let zone = n.labels.get(labels::ZONE);
-    let capacity_type = n.labels.get(labels::CAPACITY_TYPE)?;
-    it.offerings
-        .iter()
-        .find(|o| {
-            &o.capacity_type == capacity_type && (o.zone.is_none() || o.zone.as_ref() == zone)
-        })
-        .map(|o| o.price)
 }
 
 fn age(seconds: i64) -> String {

@@ -698,6 +698,40 @@ pub async fn clean_up_within(client: &Client, ns: &str, pool: &str, wait: Durati
     .await;
 }
 
+/// On-demand amd64 Linux of one kwok instance type, in these zones.
+pub fn requirements_one_type(instance_type: &str, zones: &[&str]) -> serde_json::Value {
+    let mut reqs = requirements_on_demand_amd64();
+    if let Some(list) = reqs.as_array_mut() {
+        list.extend([
+            json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}),
+            json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones}),
+        ]);
+    }
+    reqs
+}
+
+/// Events with `reason` in namespace `ns` (every namespace when `None`), as
+/// (the object's name, the message).
+pub async fn events(client: &Client, ns: Option<&str>, reason: &str) -> Vec<(String, String)> {
+    use k8s_openapi::api::core::v1::Event;
+    let api: Api<Event> = match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    api.list(&ListParams::default().fields(&format!("reason={reason}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            (
+                e.involved_object.name.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 pub fn requirements_on_demand_amd64() -> serde_json::Value {
     json!([
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},

@@ -14,9 +14,9 @@ use crate::common;
 
 use common::arm::ArmEmulator;
 use common::cluster::*;
-use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -95,26 +95,6 @@ fn cases() -> Vec<Case> {
             gives_way: false,
         },
     ]
-}
-
-/// Events in `ns` (or every namespace) with `reason`, as (object name, message).
-async fn events(client: &kube::Client, ns: Option<&str>, reason: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    api.list(&ListParams::default().fields(&format!("reason={reason}")))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| {
-            (
-                e.involved_object.name.unwrap_or_default(),
-                e.message.unwrap_or_default(),
-            )
-        })
-        .collect()
 }
 
 fn deployment(ns: &str, app: &str) -> Value {

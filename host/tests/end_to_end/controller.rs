@@ -289,12 +289,13 @@ async fn insufficient_capacity_moves_to_the_next_offering() {
     let (ns, pool) = (ns.as_str(), pool.as_str());
     namespace(&client, ns).await;
     apply(&c, node_class());
-    let mut reqs = requirements_on_demand_amd64();
-    reqs.as_array_mut().expect("array").extend([
-        json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-2x-amd64-linux"]}),
-        json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a", "test-zone-b"]}),
-    ]);
-    apply(&c, node_pool(pool, reqs));
+    apply(
+        &c,
+        node_pool(
+            pool,
+            requirements_one_type("c-2x-amd64-linux", &["test-zone-a", "test-zone-b"]),
+        ),
+    );
     apply(&c, deployment(ns, "ice", pool, 0, "1", false));
     let controller = Controller::start(
         &c,
@@ -327,13 +328,10 @@ async fn insufficient_capacity_moves_to_the_next_offering() {
         "the pod's LaunchFailed event",
         Duration::from_secs(30),
         || async {
-            Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
-                .list(&ListParams::default().fields("reason=LaunchFailed"))
+            events(&client, Some(ns), "LaunchFailed")
                 .await
-                .map_err(|e| e.to_string())?
-                .items
                 .into_iter()
-                .filter_map(|e| e.message)
+                .map(|(_, m)| m)
                 .find(|m| m.contains("(InsufficientCapacity)") && m.contains("test-zone-a"))
                 .ok_or_else(|| "not yet".to_string())
         },
@@ -366,12 +364,13 @@ async fn a_pod_whose_launch_failed_is_told_why() {
     let (ns, pool) = (ns.as_str(), pool.as_str());
     namespace(&client, ns).await;
     apply(&c, node_class());
-    let mut reqs = requirements_on_demand_amd64();
-    reqs.as_array_mut().expect("array").extend([
-        json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-2x-amd64-linux"]}),
-        json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a"]}),
-    ]);
-    apply(&c, node_pool(pool, reqs));
+    apply(
+        &c,
+        node_pool(
+            pool,
+            requirements_one_type("c-2x-amd64-linux", &["test-zone-a"]),
+        ),
+    );
     apply(&c, deployment(ns, "told", pool, 1, "1", false));
     let controller = Controller::start(
         &c,
@@ -382,13 +381,10 @@ async fn a_pod_whose_launch_failed_is_told_why() {
         "the pod's LaunchFailed event",
         Duration::from_secs(60),
         || async {
-            Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
-                .list(&ListParams::default().fields("reason=LaunchFailed"))
+            events(&client, Some(ns), "LaunchFailed")
                 .await
-                .map_err(|e| e.to_string())?
-                .items
                 .into_iter()
-                .filter_map(|e| e.message)
+                .map(|(_, m)| m)
                 .find(|m| m.contains("(InsufficientCapacity)"))
                 .ok_or_else(|| "not yet".to_string())
         },

@@ -144,14 +144,7 @@ async fn the_charts_alerts_fire_in_a_real_prometheus() {
     namespace(&client, ns).await;
     apply(&c, node_class());
     // One 2-CPU type, a limit of 2 CPUs: one node fills it.
-    let one_type = |zones: &[&str]| {
-        let mut reqs = requirements_on_demand_amd64();
-        reqs.as_array_mut().expect("array").extend([
-            json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-2x-amd64-linux"]}),
-            json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones}),
-        ]);
-        reqs
-    };
+    let one_type = |zones: &[&str]| requirements_one_type("c-2x-amd64-linux", zones);
     let mut pool = node_pool(full, one_type(&["test-zone-a"]));
     pool["spec"]["limits"] = json!({"cpu": "2"});
     apply(&c, pool);
