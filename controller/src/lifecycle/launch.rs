@@ -2,7 +2,7 @@
 //! instance. Creation is idempotent by NodeClaim name on the plugin's side,
 //! so a launch interrupted by a crash is simply asked for again.
 
-use super::launch_failure::{self, LaunchFailure};
+use super::launch_failure::{self, Backoff, LaunchFailure};
 use super::{Step, delete_node_claim as delete, plugin_output};
 use crate::crds::nodeclaim::conditions::LAUNCHED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
@@ -81,11 +81,11 @@ pub(crate) async fn launch(
                 LaunchFailure::Retry {
                     reason,
                     message,
-                    after,
+                    backoff,
                 } => {
                     not_launched(status, &reason, &message);
-                    ctx.launch_backoff.failed(nc, Instant::now(), after);
-                    Ok(Step::Wait(after))
+                    let wait = ctx.launch_backoff.failed(nc, Instant::now(), backoff);
+                    Ok(Step::Wait(wait))
                 }
             };
         }
@@ -125,9 +125,16 @@ pub(crate) async fn launch(
         tracing::error!(nodeclaim = %nc.name_any(), error = %message, "launch refused");
         not_launched(status, "ProviderIDConflict", &message);
         ctx.events.warning(nc, "LaunchFailed", message).await;
-        ctx.launch_backoff
-            .failed(nc, Instant::now(), Duration::from_secs(60));
-        return Ok(Step::Wait(Duration::from_secs(60)));
+        let minute = Duration::from_secs(60);
+        let wait = ctx.launch_backoff.failed(
+            nc,
+            Instant::now(),
+            Backoff {
+                first: minute,
+                most: minute,
+            },
+        );
+        return Ok(Step::Wait(wait));
     }
     // The NodeClaim carries the labels its Node will have.
     let mut fields = vec![

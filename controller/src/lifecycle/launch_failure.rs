@@ -14,12 +14,32 @@ pub enum LaunchFailure {
     /// The NodeClass cannot launch now: the NodeClaim is deleted.
     NodeClassNotReady { message: String },
     /// The NodeClaim stays, Launched=False for `reason`, and is tried again
-    /// after `after`.
+    /// after `backoff`.
     Retry {
         reason: String,
         message: String,
-        after: Duration,
+        backoff: Backoff,
     },
+}
+
+/// The wait before a failed launch is tried again: `first` after the first
+/// failure, doubling with each one after it, never above `most`. A fault
+/// that passes in a second (a dropped connection, a throttled call) costs
+/// a second, not the ceiling; one that needs someone to act waits it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    pub first: Duration,
+    pub most: Duration,
+}
+
+impl Backoff {
+    /// The wait after `failures` consecutive failures (1 for the first).
+    pub fn after(&self, failures: u32) -> Duration {
+        let doubled = self
+            .first
+            .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+        doubled.min(self.most)
+    }
 }
 
 impl LaunchFailure {
@@ -86,12 +106,25 @@ pub fn decide(nc: &NodeClaim, error: Option<&wit::Error>, message: &str) -> Laun
         Some(wit::Error::CreateError(c)) => LaunchFailure::Retry {
             reason: c.reason.clone(),
             message: c.message.clone(),
-            after: Duration::from_secs(if c.retryable { 10 } else { 60 }),
+            backoff: if c.retryable {
+                Backoff {
+                    first: Duration::from_secs(1),
+                    most: Duration::from_secs(10),
+                }
+            } else {
+                Backoff {
+                    first: Duration::from_secs(60),
+                    most: Duration::from_secs(60),
+                }
+            },
         },
         _ => LaunchFailure::Retry {
             reason: "LaunchFailed".into(),
             message: message.to_string(),
-            after: Duration::from_secs(15),
+            backoff: Backoff {
+                first: Duration::from_secs(2),
+                most: Duration::from_secs(15),
+            },
         },
     }
 }
@@ -195,14 +228,20 @@ mod tests {
                 retryable,
             })
         };
-        let after = |e: &wit::Error| match decide(&claim(), Some(e), "") {
-            LaunchFailure::Retry { reason, after, .. } => {
+        let backoff = |e: &wit::Error| match decide(&claim(), Some(e), "") {
+            LaunchFailure::Retry {
+                reason, backoff, ..
+            } => {
                 assert_eq!(reason, "QuotaExceeded");
-                after
+                backoff
             }
             other => panic!("{other:?}"),
         };
-        assert!(after(&create(true)) < after(&create(false)));
+        let (retryable, not) = (backoff(&create(true)), backoff(&create(false)));
+        assert_eq!(retryable.after(1), Duration::from_secs(1));
+        assert_eq!(retryable.after(3), Duration::from_secs(4));
+        assert_eq!(retryable.after(40), Duration::from_secs(10));
+        assert_eq!(not.after(1), Duration::from_secs(60));
     }
 
     #[test]
@@ -211,13 +250,13 @@ mod tests {
         let LaunchFailure::Retry {
             reason,
             message,
-            after,
+            backoff,
         } = &other
         else {
             panic!("{other:?}");
         };
         assert_eq!(
-            (reason.as_str(), message.as_str(), *after),
+            (reason.as_str(), message.as_str(), backoff.most),
             ("LaunchFailed", "plugin trapped", Duration::from_secs(15))
         );
         assert_eq!(other.event("default-x", "plugin trapped").0, "LaunchFailed");

@@ -14,6 +14,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const TOKEN_KEY: &str = "iam/token";
 /// A launch waits at most this long for one operation.
 const OPERATION_DEADLINE: Duration = Duration::from_secs(600);
+/// The waits before a transient failure is tried again.
+const RETRY_DELAYS: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_millis(500),
+    Duration::from_millis(1000),
+];
 
 pub fn now() -> u64 {
     SystemTime::now()
@@ -111,26 +117,42 @@ impl Cloud {
         })
     }
 
+    /// One unary call. A transient failure (throttling, an answer lost, a
+    /// server hiccup) is tried again after each of [`RETRY_DELAYS`], as
+    /// Nebius' own SDKs do: a launch is several calls, and failing all of it
+    /// for one of them would start it over. Every call that changes
+    /// something carries an idempotency key, so a repeated create is the
+    /// same create.
     pub fn call<Req: Message, Resp: Message + Default>(
         &self,
         path: &str,
         request: &Req,
         idempotency_key: Option<&str>,
     ) -> Result<Resp, CallError> {
-        let r = grpc::call(
-            &self.endpoint,
-            path,
-            request,
-            Some(&self.token),
-            idempotency_key,
-        );
-        if let Err(e) = &r
-            && e.code() == Some(grpc::code::UNAUTHENTICATED)
-        {
-            // A revoked or expired token: the next call exchanges anew.
-            cache::delete(TOKEN_KEY);
+        let mut delays = RETRY_DELAYS.iter();
+        loop {
+            let r = grpc::call(
+                &self.endpoint,
+                path,
+                request,
+                Some(&self.token),
+                idempotency_key,
+            );
+            match &r {
+                Err(e) if e.code() == Some(grpc::code::UNAUTHENTICATED) => {
+                    // A revoked or expired token: the next call exchanges anew.
+                    cache::delete(TOKEN_KEY);
+                }
+                Err(e) if e.transient() => {
+                    if let Some(delay) = delays.next() {
+                        std::thread::sleep(*delay);
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            return r;
         }
-        r
     }
 
     /// Wait for an operation; the error is the operation's own status.
