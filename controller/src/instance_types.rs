@@ -111,6 +111,14 @@ impl InstanceTypeCache {
         }
     }
 
+    /// The catalogs the NodePools were last given, stand-ins included.
+    pub fn catalogs(&self) -> Vec<Arc<[engine::InstanceType]>> {
+        self.lock()
+            .values()
+            .map(|(_, types)| types.clone())
+            .collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }

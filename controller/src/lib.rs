@@ -33,6 +33,7 @@ pub mod disruption;
 mod events;
 #[cfg(test)]
 mod fixtures;
+mod fleet_metrics;
 mod garbage_collection;
 mod hash;
 mod initial_list;
@@ -189,6 +190,8 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
     let mut prometheus = prometheus_client::registry::Registry::default();
     metrics.register(&mut prometheus);
     registry.runtime().metrics.register(&mut prometheus);
+    let fleet = Arc::new(fleet_metrics::FleetMetrics::default());
+    prometheus.register_collector(Box::new(fleet.clone()));
     let endpoints = Arc::new(server::Endpoints {
         registry: prometheus,
         ready: false.into(),
@@ -224,6 +227,7 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
     }
     metrics.leader.set(1);
     let ctx = Ctx::new(client, registry, cluster, metrics, options);
+    fleet.lead(ctx.clone());
     ctx.overlays
         .wait_ready()
         .await

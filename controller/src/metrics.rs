@@ -44,6 +44,18 @@ pub struct DisruptedLabels {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// The HTTP status of the eviction's answer, "0" if none came.
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AllowedLabels {
+    pub nodepool: String,
+    pub reason: String,
+}
+
 pub struct Metrics {
     pub decisions: Family<DecisionLabels, Counter>,
     pub disrupted: Family<DisruptedLabels, Counter>,
@@ -59,6 +71,13 @@ pub struct Metrics {
     pub usage: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     pub limit: Family<UsageLabels, Gauge<f64, AtomicU64>>,
     pub leader: Gauge,
+    /// Pods pending in the provisioner's last batch, and those of them no
+    /// NodePool could take.
+    pub queue_depth: Gauge,
+    pub unschedulable: Gauge,
+    pub evictions: Family<EvictionLabels, Counter>,
+    /// Nodes each NodePool's budgets let disruption take now, by reason.
+    pub allowed_disruptions: Family<AllowedLabels, Gauge>,
     /// Pods whose startup was already observed, so each counts once.
     /// The pods seen running, by [`uid::key`]: 16 bytes each rather than a
     /// 36-character string, at one entry per running pod.
@@ -82,6 +101,10 @@ impl Default for Metrics {
             usage: Family::default(),
             limit: Family::default(),
             leader: Gauge::default(),
+            queue_depth: Gauge::default(),
+            unschedulable: Gauge::default(),
+            evictions: Family::default(),
+            allowed_disruptions: Family::default(),
             started: Mutex::default(),
         }
     }
@@ -159,6 +182,34 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             self.leader.clone(),
         );
+        r.register(
+            "karpenter_scheduler_queue_depth",
+            "Pods pending in the provisioner's last batch",
+            self.queue_depth.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_unschedulable_pods_count",
+            "Pods of the provisioner's last batch that no NodePool can take",
+            self.unschedulable.clone(),
+        );
+        r.register(
+            "karpenter_nodes_eviction_requests",
+            "Evictions asked while draining nodes, by the answer's HTTP status",
+            self.evictions.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_allowed_disruptions",
+            "Nodes each NodePool's disruption budgets allow disrupting now, by reason",
+            self.allowed_disruptions.clone(),
+        );
+    }
+
+    pub fn evicted(&self, code: u16) {
+        self.evictions
+            .get_or_create(&EvictionLabels {
+                code: code.to_string(),
+            })
+            .inc();
     }
 
     pub fn pool(nodepool: &str) -> PoolLabels {

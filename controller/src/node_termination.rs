@@ -125,9 +125,16 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
                     .await
                     .map(|_| ())
             } else {
-                api.evict(&p.name_any(), &EvictParams::default())
+                let r = api
+                    .evict(&p.name_any(), &EvictParams::default())
                     .await
-                    .map(|_| ())
+                    .map(|_| ());
+                ctx.metrics.evicted(match &r {
+                    Ok(()) => 200,
+                    Err(kube::Error::Api(e)) => e.code,
+                    Err(_) => 0,
+                });
+                r
             };
             match r {
                 Ok(()) => {}

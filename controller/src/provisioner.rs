@@ -54,6 +54,8 @@ pub async fn run(ctx: Arc<Ctx>) {
         let closed = Instant::now();
         match provision(&ctx).await {
             Ok(o) => {
+                ctx.metrics.queue_depth.set(o.pending as i64);
+                ctx.metrics.unschedulable.set(o.unschedulable as i64);
                 if o.pending > 0 {
                     tracing::info!(
                         pending = o.pending,

@@ -188,6 +188,16 @@ async fn pass(
         let _turn = ctx.whole_cluster_pass.lock().await;
         decide(ctx, observer).await?
     };
+    ctx.metrics.allowed_disruptions.clear();
+    for b in &decision.plan.budgets {
+        ctx.metrics
+            .allowed_disruptions
+            .get_or_create(&crate::metrics::AllowedLabels {
+                nodepool: b.node_pool.clone(),
+                reason: b.reason.as_str().to_string(),
+            })
+            .set(b.allowed);
+    }
     tracing::debug!(
         command = decision.plan.command.is_some(),
         expired = decision.plan.expired.len(),

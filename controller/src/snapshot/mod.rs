@@ -9,7 +9,7 @@ pub mod disruption;
 pub mod instance_types;
 pub mod nodepools;
 pub mod nodes;
-mod pod_requests;
+pub mod pod_requests;
 pub mod pods;
 
 use anyhow::Context;

@@ -9,6 +9,7 @@
 //!   reports what it got
 //!   as an error message;
 //! - `loop`: spins forever; `alloc`: allocates 1 GiB; `panic`: panics;
+//!   `panic-validate`: panics in `validate-node-class` instead;
 //! - `garbage`: returns an instance type with a NaN price and a bad quantity;
 //! - `cache-flood`: stores 3,000 cache entries of 1 MiB and reports how many
 //!   the host kept (`cache-flood-at-load` also does so in `metadata`);
@@ -105,6 +106,9 @@ impl Guest for Misbehave {
     }
 
     fn validate_node_class(_c: NodeClass) -> Result<NodeClassStatus, Error> {
+        if config::get_setting("MODE").as_deref() == Some("panic-validate") {
+            panic!("validating: a provider bug");
+        }
         Err(fatal("not implemented"))
     }
 
