@@ -1,14 +1,18 @@
 //! `karpenter viewer`: one line per node, grouped by NodePool, with its
 //! requested CPU and memory against allocatable and its price, under a
-//! header of totals and pending pods; redrawn every `--interval`, or once
-//! with `--once` for scripts.
+//! header of totals and pending pods; a full-screen view redrawn every
+//! `--interval` and driven by keys (`controls.rs`), or one plain frame with
+//! `--once` for scripts. Installed as `kubectl-karpenter` on PATH, it runs
+//! as `kubectl karpenter viewer`.
 
+use crate::viewer::controls::{Action, Controls, Key};
 use crate::viewer::frame::{self, Options, Pending, Sort};
+use anyhow::Context;
 use clap::Args;
 use karpenter_controller::crds::nodeclaim::conditions::DISRUPTION_REASON;
 use karpenter_controller::{Ctx, disruption, provisioner};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,43 +59,173 @@ pub async fn run(args: ViewerArgs) -> anyhow::Result<ExitCode> {
     };
     let mut observer = disruption::Observer::default();
     if args.once {
-        let text = draw(&ctx, &mut observer, &options).await?;
-        super::print(text.trim_end());
+        let view = read(&ctx, &mut observer).await?;
+        super::print(view.render(&options).trim_end());
         return Ok(ExitCode::SUCCESS);
     }
-    let mut last = String::new();
-    loop {
-        let status = match draw(&ctx, &mut observer, &options).await {
-            Ok(text) => {
-                last = text;
-                format!(
-                    "updated {}  (every {:?}; Ctrl-C quits)",
-                    jiff::Timestamp::now().strftime("%H:%M:%S"),
-                    args.interval
-                )
-            }
-            Err(e) => format!("cannot read the cluster, showing the last frame: {e:#}"),
-        };
-        let mut out = std::io::stdout().lock();
-        // Clear the screen and home the cursor, then the frame.
-        let drawn = write!(out, "\x1b[2J\x1b[H{last}\n{status}\n").and_then(|_| out.flush());
-        drop(out);
-        if drawn.is_err() {
-            // The terminal went away.
-            return Ok(ExitCode::SUCCESS);
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!("the live viewer needs a terminal; --once prints one frame");
+    }
+    live(&ctx, &mut observer, Controls::new(options), args.interval).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The live view: a full-screen frame redrawn every `interval` and on each
+/// key, until `q`, Esc or Ctrl-C. The terminal is restored however it ends.
+async fn live(
+    ctx: &Ctx,
+    observer: &mut disruption::Observer,
+    mut controls: Controls,
+    interval: Duration,
+) -> anyhow::Result<()> {
+    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    let (keys, mut pressed) = tokio::sync::mpsc::channel(16);
+    let reader = std::thread::spawn(move || read_keys(keys));
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut view: Option<View> = None;
+    let mut status = String::from("reading the cluster…");
+    let result = loop {
+        let drawn = terminal.draw(|f| draw(f, view.as_ref(), &mut controls, &status));
+        if let Err(e) = drawn {
+            break Err(anyhow::Error::from(e).context("drawing"));
         }
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
-            _ = tokio::time::sleep(args.interval) => {}
+        let refresh = tokio::select! {
+            _ = ticks.tick() => true,
+            key = pressed.recv() => match key {
+                // The key reader stopped: the terminal is gone.
+                None => break Ok(()),
+                Some(None) => false,
+                Some(Some(key)) => {
+                    let pools = view.as_ref().map(View::pools).unwrap_or_default();
+                    match controls.on_key(key, &pools) {
+                        Action::Quit => break Ok(()),
+                        Action::Refresh => true,
+                        Action::Redraw | Action::Nothing => false,
+                    }
+                }
+            },
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+        };
+        if refresh {
+            status = match read(ctx, observer).await {
+                Ok(v) => {
+                    view = Some(v);
+                    format!(
+                        "updated {}, every {:?}",
+                        jiff::Timestamp::now().strftime("%H:%M:%S"),
+                        interval
+                    )
+                }
+                Err(e) => format!("cannot read the cluster ({e:#}); showing the last frame read"),
+            };
+        }
+    };
+    drop(pressed);
+    ratatui::restore();
+    let _ = reader.join();
+    result
+}
+
+/// Keys from the terminal until the viewer stops listening; `None` for a
+/// resize, which only needs a redraw.
+fn read_keys(keys: tokio::sync::mpsc::Sender<Option<Key>>) {
+    use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+    while !keys.is_closed() {
+        match event::poll(Duration::from_millis(100)) {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(_) => return,
+        }
+        let key = match event::read() {
+            Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => match k.code {
+                KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => Key::Interrupt,
+                KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => Key::ClearLine,
+                KeyCode::Char(c) => Key::Char(c),
+                KeyCode::Up => Key::Up,
+                KeyCode::Down => Key::Down,
+                KeyCode::PageUp => Key::PageUp,
+                KeyCode::PageDown => Key::PageDown,
+                KeyCode::Home => Key::Home,
+                KeyCode::End => Key::End,
+                KeyCode::Enter => Key::Enter,
+                KeyCode::Esc => Key::Esc,
+                KeyCode::Backspace => Key::Backspace,
+                _ => continue,
+            },
+            Ok(Event::Resize(..)) => {
+                if keys.blocking_send(None).is_err() {
+                    return;
+                }
+                continue;
+            }
+            Ok(_) => continue,
+            Err(_) => return,
+        };
+        if keys.blocking_send(Some(key)).is_err() {
+            return;
         }
     }
 }
 
-async fn draw(
-    ctx: &Ctx,
-    observer: &mut disruption::Observer,
-    options: &Options,
-) -> anyhow::Result<String> {
+/// The totals line stays at the top; the NodePools and their nodes scroll
+/// under it, above the status and the keyboard help.
+fn draw(f: &mut ratatui::Frame, view: Option<&View>, controls: &mut Controls, status: &str) {
+    use ratatui::layout::{Constraint, Layout};
+    use ratatui::style::{Modifier, Style};
+    use ratatui::widgets::Paragraph;
+    let [head, body, status_area, help_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let text = view
+        .map(|v| v.render(&controls.options))
+        .unwrap_or_default();
+    let (totals, nodes) = text.split_once('\n').unwrap_or((&text, ""));
+    let last = nodes
+        .lines()
+        .count()
+        .saturating_sub(usize::from(body.height));
+    controls.scroll = controls.scroll.min(last);
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    f.render_widget(Paragraph::new(totals).style(bold), head);
+    f.render_widget(
+        Paragraph::new(nodes).scroll((u16::try_from(controls.scroll).unwrap_or(u16::MAX), 0)),
+        body,
+    );
+    f.render_widget(
+        Paragraph::new(status).style(Style::default().add_modifier(Modifier::REVERSED)),
+        status_area,
+    );
+    f.render_widget(Paragraph::new(controls.help()), help_area);
+}
+
+/// What one read of the cluster gives, drawn again under other options
+/// without reading it again.
+struct View {
+    snap: engine::disruption::DisruptionSnapshot,
+    pending: Pending,
+    disrupting: BTreeMap<String, String>,
+}
+
+impl View {
+    fn render(&self, options: &Options) -> String {
+        frame::render(&self.snap, &self.pending, &self.disrupting, options)
+    }
+
+    fn pools(&self) -> Vec<String> {
+        self.snap
+            .node_pools
+            .iter()
+            .map(|p| p.pool.name.clone())
+            .collect()
+    }
+}
+
+async fn read(ctx: &Ctx, observer: &mut disruption::Observer) -> anyhow::Result<View> {
     let snap = disruption::snapshot(ctx, observer).await;
     let decision = provisioner::decide(ctx).await?;
     let pending = match &decision {
@@ -117,7 +251,11 @@ async fn draw(
             }
         }
     };
-    Ok(frame::render(&snap, &pending, &disrupting(ctx), options))
+    Ok(View {
+        snap,
+        pending,
+        disrupting: disrupting(ctx),
+    })
 }
 
 /// Nodes (and NodeClaims without one) a disruption command is replacing or

@@ -101,7 +101,12 @@ pub fn render(
             .or_default()
             .push(r);
     }
-    let total: f64 = pools.values().flatten().filter_map(|r| r.price).sum();
+    // Folded from +0.0: an empty f64 sum is -0.0, which prints as "$-0.0000".
+    let total: f64 = pools
+        .values()
+        .flatten()
+        .filter_map(|r| r.price)
+        .fold(0.0, |a, b| a + b);
     let nodes: usize = pools.values().map(Vec::len).sum();
     let pods: usize = pools
         .values()
@@ -124,7 +129,7 @@ pub fn render(
     out.push('\n');
     for (pool, mut rows) in pools {
         rows.sort_by(|a, b| order(options.sort, a, b));
-        let cost: f64 = rows.iter().filter_map(|r| r.price).sum();
+        let cost: f64 = rows.iter().filter_map(|r| r.price).fold(0.0, |a, b| a + b);
         let _ = writeln!(out, "\nNodePool {pool}: {} nodes, ${cost:.4}/h", rows.len());
         let _ = writeln!(
             out,
@@ -366,7 +371,10 @@ mod tests {
         assert!(f.find("c-drifted") < f.find("b-idle"), "busier first: {f}");
         o.node_pool = Some("other".into());
         let f = render(&snap, &Pending::default(), &none, &o);
-        assert!(f.starts_with("0 nodes"), "{f}");
+        assert!(
+            f.starts_with("0 nodes  0 pods  $0.0000/h  $0.00/month"),
+            "{f}"
+        );
         assert_eq!(
             parse_selector("a=b, c"),
             vec![

@@ -1,7 +1,7 @@
 //! End-to-end: `karpenter viewer` on the local control plane during an
-//! inflate, as a person uses it: `--once` for a script, and the live view
-//! in tmux (send-keys, capture-pane) until a new node shows in its frame,
-//! then Ctrl-C.
+//! inflate, as a person uses it: `--once` for a script, the live view in
+//! tmux (send-keys, capture-pane) until a new node shows in its frame, its
+//! keys for sorting and filtering, `q`; and as `kubectl karpenter viewer`.
 //!
 //! Needs a cluster (`KARPENTER_TEST_CLUSTER`) and tmux.
 
@@ -26,6 +26,15 @@ fn node_lines<'a>(frame: &'a str, names: &[String]) -> Vec<&'a str> {
         .lines()
         .filter(|l| names.iter().any(|n| l.trim_start().starts_with(n.as_str())))
         .collect()
+}
+
+/// Waits until the pane passes `check`.
+async fn shows(pane: &impl Fn() -> String, what: &str, check: impl Fn(&str) -> bool) {
+    wait_for(what, Duration::from_secs(10), || async {
+        let p = pane();
+        if check(&p) { Ok(()) } else { Err(p) }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -117,7 +126,7 @@ async fn the_viewer_shows_the_nodes_as_they_come() {
         Duration::from_secs(60),
         || async {
             let p = pane();
-            if node_lines(&p, &nodes).len() == 3 && p.contains("Ctrl-C quits") {
+            if node_lines(&p, &nodes).len() == 3 && p.contains("q quit  s sort: name") {
                 Ok(())
             } else {
                 Err(p)
@@ -154,20 +163,69 @@ async fn the_viewer_shows_the_nodes_as_they_come() {
         at.elapsed().as_secs_f64(),
         pane()
     );
-    tmux(&["send-keys", "-t", &session, "C-c"]);
-    wait_for(
-        "the viewer exits on Ctrl-C",
-        Duration::from_secs(10),
-        || async {
-            let listed = tmux(&["list-sessions"]);
-            if listed.contains(&session) {
-                Err(listed)
-            } else {
-                Ok(())
-            }
-        },
-    )
+    let keys = |keys: &[&str]| {
+        let mut args = vec!["send-keys", "-t", &session];
+        args.extend_from_slice(keys);
+        tmux(&args);
+    };
+    keys(&["s"]);
+    shows(&pane, "s sorts by price", |p| p.contains("s sort: price")).await;
+    let selector = format!("e2e={pool}");
+    keys(&["/"]);
+    keys(&["-l", &selector]);
+    keys(&["Enter"]);
+    shows(&pane, "a label selector that keeps the pool's nodes", |p| {
+        p.contains(&format!("labels: {selector}")) && node_lines(p, &four).len() == 4
+    })
     .await;
+    keys(&["/", "C-u"]);
+    keys(&["-l", "x=y"]);
+    keys(&["Enter"]);
+    shows(&pane, "a label selector that no node has", |p| {
+        p.starts_with("0 nodes")
+    })
+    .await;
+    keys(&["q"]);
+    wait_for("the viewer exits on q", Duration::from_secs(10), || async {
+        let listed = tmux(&["list-sessions"]);
+        if listed.contains(&session) {
+            Err(listed)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+
+    // As a kubectl plugin: `kubectl-karpenter` on PATH.
+    let bin = tempfile::tempdir().expect("dir");
+    std::os::unix::fs::symlink(viewer, bin.path().join("kubectl-karpenter")).expect("symlink");
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(&c.kubectl)
+        .args([
+            "karpenter",
+            "viewer",
+            "--once",
+            "--nodepool",
+            pool,
+            "--plugin-dir",
+        ])
+        .arg(&plugins)
+        .env("KUBECONFIG", &c.kubeconfig)
+        .env("PATH", path)
+        .output()
+        .expect("kubectl karpenter viewer");
+    let frame = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(frame.starts_with("4 nodes  4 pods  $"), "{frame}");
+    assert_eq!(node_lines(&frame, &four).len(), 4, "{frame}");
 
     clean_up(&client, ns, pool).await;
 }
