@@ -60,6 +60,10 @@ pub struct Metrics {
     pub decisions: Family<DecisionLabels, Counter>,
     pub disrupted: Family<DisruptedLabels, Counter>,
     pub nodes_terminated: Family<PoolLabels, Counter>,
+    /// Nodes that joined for a NodeClaim.
+    pub nodes_created: Family<PoolLabels, Counter>,
+    /// From a node's deletion to its finalizer's removal.
+    pub termination_duration: Histogram,
     pub disruption_duration: Histogram,
     pub created: Family<CreatedLabels, Counter>,
     pub launched: Family<PoolLabels, Counter>,
@@ -90,6 +94,8 @@ impl Default for Metrics {
             decisions: Family::default(),
             disrupted: Family::default(),
             nodes_terminated: Family::default(),
+            nodes_created: Family::default(),
+            termination_duration: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
             disruption_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             created: Family::default(),
             launched: Family::default(),
@@ -131,6 +137,16 @@ impl Metrics {
             "karpenter_nodes_terminated",
             "Nodes drained and released",
             self.nodes_terminated.clone(),
+        );
+        r.register(
+            "karpenter_nodes_created",
+            "Nodes that registered for a NodeClaim, by NodePool",
+            self.nodes_created.clone(),
+        );
+        r.register(
+            "karpenter_nodes_termination_duration_seconds",
+            "Time from a node's deletion to the removal of its termination finalizer",
+            self.termination_duration.clone(),
         );
         r.register(
             "karpenter_nodeclaims_created",

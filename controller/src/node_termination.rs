@@ -167,6 +167,12 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
             .nodes_terminated
             .get_or_create(&super::metrics::Metrics::pool(&pool.unwrap_or_default()))
             .inc();
+        if let Some(asked) = &node.metadata.deletion_timestamp {
+            let took = (jiff::Timestamp::now() - asked.0)
+                .total(jiff::Unit::Second)
+                .unwrap_or(0.0);
+            ctx.metrics.termination_duration.observe(took.max(0.0));
+        }
         tracing::info!(node = %name, "drained");
     }
     Ok(())

@@ -75,12 +75,9 @@ pub(crate) async fn register(
         "",
         nc.metadata.generation,
     );
-    ctx.metrics
-        .registered
-        .get_or_create(&crate::metrics::Metrics::pool(
-            nc.node_pool().unwrap_or_default(),
-        ))
-        .inc();
+    let pool = crate::metrics::Metrics::pool(nc.node_pool().unwrap_or_default());
+    ctx.metrics.registered.get_or_create(&pool).inc();
+    ctx.metrics.nodes_created.get_or_create(&pool).inc();
     ctx.events
         .normal(
             nc,
