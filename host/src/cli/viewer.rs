@@ -85,6 +85,7 @@ async fn live(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut view: Option<View> = None;
     let mut status = String::from("reading the cluster…");
+    let mut seen_at = String::from("never");
     let result = loop {
         let drawn = terminal.draw(|f| draw(f, view.as_ref(), &mut controls, &status));
         if let Err(e) = drawn {
@@ -108,17 +109,7 @@ async fn live(
             _ = tokio::signal::ctrl_c() => break Ok(()),
         };
         if refresh {
-            status = match read(ctx, observer).await {
-                Ok(v) => {
-                    view = Some(v);
-                    format!(
-                        "updated {}, every {:?}",
-                        jiff::Timestamp::now().strftime("%H:%M:%S"),
-                        interval
-                    )
-                }
-                Err(e) => format!("cannot read the cluster ({e:#}); showing the last frame read"),
-            };
+            status = refreshed(ctx, observer, &mut view, &mut seen_at, interval).await;
         }
     };
     drop(pressed);
@@ -126,6 +117,41 @@ async fn live(
     let _ = reader.join();
     result
 }
+
+/// Reads the cluster into `view` and says how that went. The frame comes
+/// from watches, which keep their last state while the API server is away,
+/// so the API server is asked directly whether it answers: a frame that
+/// may be stale says since when.
+async fn refreshed(
+    ctx: &Ctx,
+    observer: &mut disruption::Observer,
+    view: &mut Option<View>,
+    seen_at: &mut String,
+    interval: Duration,
+) -> String {
+    let now = jiff::Timestamp::now().strftime("%H:%M:%S").to_string();
+    let problem = match read(ctx, observer).await {
+        Ok(v) => {
+            *view = Some(v);
+            match tokio::time::timeout(PROBE, ctx.client.apiserver_version()).await {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(format!("the API server does not answer ({e})")),
+                Err(_) => Some(format!("the API server does not answer within {PROBE:?}")),
+            }
+        }
+        Err(e) => Some(format!("cannot read the cluster ({e:#})")),
+    };
+    match problem {
+        None => {
+            *seen_at = now.clone();
+            format!("updated {now}, every {interval:?}")
+        }
+        Some(why) => format!("{why}; showing the cluster as last seen at {seen_at}"),
+    }
+}
+
+/// How long the API server has to answer the viewer's check.
+const PROBE: Duration = Duration::from_secs(2);
 
 /// Keys from the terminal until the viewer stops listening; `None` for a
 /// resize, which only needs a redraw.
