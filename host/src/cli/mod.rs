@@ -88,9 +88,18 @@ pub enum Command {
 pub fn init_logging(cli: &Cli) {
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // The live viewer owns the terminal: a log line would tear its frame,
+    // and its status line reports what the logs would.
+    let quiet = matches!(&cli.command, Command::Viewer(v) if !v.once);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(move || -> Box<dyn std::io::Write> {
+            if quiet {
+                Box::new(std::io::sink())
+            } else {
+                Box::new(std::io::stderr())
+            }
+        });
     match cli.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
