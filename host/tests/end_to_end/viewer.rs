@@ -54,6 +54,9 @@ async fn the_viewer_shows_the_nodes_as_they_come() {
     apply(&c, node_pool(pool, requirements_on_demand_amd64()));
     // One pod per node.
     apply(&c, deployment(ns, "view", pool, 3, "1", true));
+    // A pod no instance type of the pool can hold stays pending, with the
+    // engine's reason in the header.
+    apply(&c, deployment(ns, "huge", pool, 1, "1000", false));
     let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
     wait_for("3 pods running", Duration::from_secs(120), || {
         pods_running(&client, ns, "view", 3)
@@ -82,6 +85,11 @@ async fn the_viewer_shows_the_nodes_as_they_come() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(frame.starts_with("3 nodes  3 pods  $"), "{frame}");
+    let header = frame.lines().next().unwrap_or_default();
+    assert!(
+        header.contains(" 1 pending; 1 cannot be scheduled: ") && header.contains("cpu"),
+        "{header}"
+    );
     assert!(
         frame.contains(&format!("NodePool {pool}: 3 nodes, $")),
         "{frame}"
