@@ -7,6 +7,7 @@
 
 use crate::Ctx;
 use crate::crds::NodeClaim;
+use crate::metrics::Metrics;
 use crate::slim::{Node, Pod};
 use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
 use crate::snapshot::{add, pod_requests, resource_list};
@@ -19,7 +20,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use vocabulary::labels;
-use vocabulary::resources::CPU;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeLabels {
@@ -144,16 +144,6 @@ fn gauges<L: EncodeLabelSet>(
     Ok(())
 }
 
-/// A resource in Prometheus' units: cores rather than the engine's
-/// millicores.
-fn metric_value(resource: &str, canonical: i64) -> f64 {
-    if resource == CPU {
-        canonical as f64 / 1000.0
-    } else {
-        canonical as f64
-    }
-}
-
 /// Allocatable and requested resources of every node a NodePool owns.
 pub fn node_use<'a>(
     nodes: impl Iterator<Item = &'a Node>,
@@ -211,13 +201,13 @@ pub fn node_use<'a>(
         // so a ratio of the two has a series for every node.
         for (resource, v) in allocatable.iter() {
             out.allocatable
-                .push((label(resource), metric_value(resource, *v)));
+                .push((label(resource), Metrics::in_metric_units(resource, *v)));
             let asked = all.get(resource).copied().unwrap_or(0);
             out.pod_requests
-                .push((label(resource), metric_value(resource, asked)));
+                .push((label(resource), Metrics::in_metric_units(resource, asked)));
             let daemon = daemons.get(resource).copied().unwrap_or(0);
             out.daemon_requests
-                .push((label(resource), metric_value(resource, daemon)));
+                .push((label(resource), Metrics::in_metric_units(resource, daemon)));
         }
     }
     out
@@ -294,16 +284,13 @@ mod tests {
     use serde_json::json;
 
     fn managed(name: &str) -> Node {
-        let mut v: serde_json::Value = serde_json::to_value(
-            fixtures::node(name)
-                .label(labels::NODE_POOL, "web")
-                .label(labels::INSTANCE_TYPE, "d4")
-                .label(labels::CAPACITY_TYPE, "spot")
-                .label(labels::ZONE, "z1")
-                .label(labels::ARCH, "amd64")
-                .build::<serde_json::Value>(),
-        )
-        .expect("json");
+        let mut v: serde_json::Value = fixtures::node(name)
+            .label(labels::NODE_POOL, "web")
+            .label(labels::INSTANCE_TYPE, "d4")
+            .label(labels::CAPACITY_TYPE, "spot")
+            .label(labels::ZONE, "z1")
+            .label(labels::ARCH, "amd64")
+            .build();
         v["status"] = json!({"allocatable": {"cpu": "3900m", "memory": "16Gi", "pods": "110"}});
         serde_json::from_value(v).expect("node")
     }

@@ -228,6 +228,16 @@ impl Metrics {
             .inc();
     }
 
+    /// A resource amount in the engine's canonical units as Prometheus
+    /// reports it: cores rather than millicores, the rest as they are.
+    pub fn in_metric_units(resource: &str, canonical: i64) -> f64 {
+        if resource == vocabulary::resources::CPU {
+            canonical as f64 / 1000.0
+        } else {
+            canonical as f64
+        }
+    }
+
     pub fn pool(nodepool: &str) -> PoolLabels {
         PoolLabels {
             nodepool: nodepool.to_string(),

@@ -40,11 +40,7 @@ async fn update(ctx: &Ctx, np: &NodePool) -> anyhow::Result<()> {
         }
     }
     for (k, v) in &totals {
-        let value = if k == "cpu" {
-            *v as f64 / 1000.0
-        } else {
-            *v as f64
-        };
+        let value = super::metrics::Metrics::in_metric_units(k, *v);
         ctx.metrics
             .usage
             .get_or_create(&super::metrics::UsageLabels {
@@ -55,11 +51,7 @@ async fn update(ctx: &Ctx, np: &NodePool) -> anyhow::Result<()> {
     }
     for (k, q) in np.spec.limits.iter().flatten() {
         if let Ok(v) = engine::parse_resource(k, &q.0) {
-            let value = if k == "cpu" {
-                v as f64 / 1000.0
-            } else {
-                v as f64
-            };
+            let value = super::metrics::Metrics::in_metric_units(k, v);
             ctx.metrics
                 .limit
                 .get_or_create(&super::metrics::UsageLabels {

@@ -125,15 +125,9 @@ pub(crate) async fn launch(
         tracing::error!(nodeclaim = %nc.name_any(), error = %message, "launch refused");
         not_launched(status, "ProviderIDConflict", &message);
         ctx.events.warning(nc, "LaunchFailed", message).await;
-        let minute = Duration::from_secs(60);
-        let wait = ctx.launch_backoff.failed(
-            nc,
-            Instant::now(),
-            Backoff {
-                first: minute,
-                most: minute,
-            },
-        );
+        let wait =
+            ctx.launch_backoff
+                .failed(nc, Instant::now(), Backoff::fixed(Duration::from_secs(60)));
         return Ok(Step::Wait(wait));
     }
     // The NodeClaim carries the labels its Node will have.

@@ -84,10 +84,7 @@ mod tests {
             claim("00000000-0000-0000-0000-000000000002"),
         );
         let t = Instant::now();
-        let minute = Backoff {
-            first: Duration::from_secs(60),
-            most: Duration::from_secs(60),
-        };
+        let minute = Backoff::fixed(Duration::from_secs(60));
         assert_eq!(b.remaining(&a, t), None, "never failed");
         b.failed(&a, t, minute);
         assert_eq!(

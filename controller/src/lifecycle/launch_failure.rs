@@ -33,6 +33,14 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// The same wait after every failure: for what needs someone to act.
+    pub fn fixed(wait: Duration) -> Backoff {
+        Backoff {
+            first: wait,
+            most: wait,
+        }
+    }
+
     /// The wait after `failures` consecutive failures (1 for the first).
     pub fn after(&self, failures: u32) -> Duration {
         let doubled = self
@@ -112,10 +120,7 @@ pub fn decide(nc: &NodeClaim, error: Option<&wit::Error>, message: &str) -> Laun
                     most: Duration::from_secs(10),
                 }
             } else {
-                Backoff {
-                    first: Duration::from_secs(60),
-                    most: Duration::from_secs(60),
-                }
+                Backoff::fixed(Duration::from_secs(60))
             },
         },
         _ => LaunchFailure::Retry {

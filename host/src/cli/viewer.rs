@@ -102,7 +102,7 @@ async fn live(
                     match controls.on_key(key, &pools) {
                         Action::Quit => break Ok(()),
                         Action::Refresh => true,
-                        Action::Redraw | Action::Nothing => false,
+                        Action::Redraw => false,
                     }
                 }
             },

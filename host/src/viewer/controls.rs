@@ -30,7 +30,6 @@ pub enum Action {
     /// Read the cluster now.
     Refresh,
     Quit,
-    Nothing,
 }
 
 #[derive(Debug, Clone)]
@@ -70,7 +69,7 @@ impl Controls {
                 Key::ClearLine => text.clear(),
                 Key::Char(c) => text.push(c),
                 Key::Interrupt => return Action::Quit,
-                _ => return Action::Nothing,
+                _ => {}
             }
             return Action::Redraw;
         }
@@ -92,7 +91,7 @@ impl Controls {
             Key::PageDown | Key::Char(' ') => self.scroll += PAGE,
             Key::Home | Key::Char('g') => self.scroll = 0,
             Key::End | Key::Char('G') => self.scroll = usize::MAX,
-            _ => return Action::Nothing,
+            _ => {}
         }
         Action::Redraw
     }

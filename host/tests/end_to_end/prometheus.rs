@@ -22,21 +22,30 @@ use serde_json::{Value, json};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// The chart's PrometheusRule groups as a Prometheus rule file, without
-/// `for`.
-fn rule_file(c: &Cluster) -> String {
+/// One template of the chart, rendered with `setting`.
+fn chart_part(c: &Cluster, setting: &str, template: &str) -> String {
     let chart = repo().join("charts/karpenter");
-    let rendered = helm(
+    helm(
         c,
         &[
             "template",
             "t",
             chart.to_str().expect("path"),
             "--set",
-            "prometheusRule.enabled=true",
+            setting,
             "--show-only",
-            "templates/prometheusrule.yaml",
+            template,
         ],
+    )
+}
+
+/// The chart's PrometheusRule groups as a Prometheus rule file, without
+/// `for`.
+fn rule_file(c: &Cluster) -> String {
+    let rendered = chart_part(
+        c,
+        "prometheusRule.enabled=true",
+        "templates/prometheusrule.yaml",
     );
     let spec = rendered
         .split_once("\nspec:\n")
@@ -156,19 +165,7 @@ type PanelQuery = (String, String, String, String);
 /// panel must find the errors this test causes; the one that lists
 /// NodeClaims waiting to register keeps its own, as none waits here.
 fn dashboard_queries(c: &Cluster) -> Vec<PanelQuery> {
-    let chart = repo().join("charts/karpenter");
-    let rendered = helm(
-        c,
-        &[
-            "template",
-            "t",
-            chart.to_str().expect("path"),
-            "--set",
-            "dashboards.enabled=true",
-            "--show-only",
-            "templates/dashboards.yaml",
-        ],
-    );
+    let rendered = chart_part(c, "dashboards.enabled=true", "templates/dashboards.yaml");
     let mut out = Vec::new();
     for doc in serde_saphyr::from_multiple::<Value>(&rendered).expect("ConfigMaps") {
         for (key, json) in doc["data"].as_object().expect("data") {
