@@ -54,8 +54,8 @@ async fn the_viewer_shows_the_nodes_as_they_come() {
     apply(&c, node_pool(pool, requirements_on_demand_amd64()));
     // One pod per node.
     apply(&c, deployment(ns, "view", pool, 3, "1", true));
-    // A pod no instance type of the pool can hold stays pending, with the
-    // engine's reason in the header.
+    // A pod no instance type of the pool can hold stays pending, and the
+    // header gives the engine's reason.
     apply(&c, deployment(ns, "huge", pool, 1, "1000", false));
     let controller = Controller::start(&c, &[], &["--disable-leader-election"]);
     wait_for("3 pods running", Duration::from_secs(120), || {
@@ -85,9 +85,15 @@ async fn the_viewer_shows_the_nodes_as_they_come() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(frame.starts_with("3 nodes  3 pods  $"), "{frame}");
+    // The pending count is the cluster's, and other tests share it: at
+    // least this pod, and a reason for the largest group that cannot go.
     let header = frame.lines().next().unwrap_or_default();
+    let pending = header
+        .split_once(" pending")
+        .and_then(|(before, _)| before.rsplit(' ').next())
+        .and_then(|n| n.parse::<usize>().ok());
     assert!(
-        header.contains(" 1 pending; 1 cannot be scheduled: ") && header.contains("cpu"),
+        pending.is_some_and(|n| n >= 1) && header.contains(" cannot be scheduled: "),
         "{header}"
     );
     assert!(
