@@ -103,8 +103,9 @@ pub(crate) fn controller(c: &Cluster, arm: &ArmEmulator, plugin: PluginSetup) ->
     Controller::start_env(c, &[plugin], &env, &args)
 }
 
-/// Deletes the CPU pool's NodeClaims and waits until no VM is left.
-pub(crate) async fn delete_cpu_claims(c: &Cluster, arm: &ArmEmulator) {
+/// Deletes the CPU pool's NodeClaims and waits until no VM or NodeClaim
+/// is left.
+pub(crate) async fn delete_cpu_claims(c: &Cluster, client: &kube::Client, arm: &ArmEmulator) {
     kubectl(
         c,
         &[
@@ -115,15 +116,66 @@ pub(crate) async fn delete_cpu_claims(c: &Cluster, arm: &ArmEmulator) {
             "--wait=false",
         ],
     );
-    wait_for("no VM left", Duration::from_secs(120), || async {
-        let vms = arm.state().await["vms"].as_array().map_or(0, Vec::len);
-        if vms == 0 {
-            Ok(())
-        } else {
-            Err(format!("{vms} VMs"))
+    wait_for(
+        "no VM or NodeClaim left",
+        Duration::from_secs(120),
+        || async {
+            let vms = arm.state().await["vms"].as_array().map_or(0, Vec::len);
+            let claims = claims_of(client, CPU_POOL).await.len();
+            if vms + claims == 0 {
+                Ok(())
+            } else {
+                Err(format!("{vms} VMs, {claims} NodeClaims"))
+            }
+        },
+    )
+    .await;
+}
+
+/// A Deployment on the CPU pool, one pod per node (anti-affinity), each
+/// asking for `cpu`.
+pub(crate) fn one_per_node(ns: &str, app: &str, replicas: u32, cpu: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": app, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {
+                    "nodeSelector": {"karpenter.sh/nodepool": CPU_POOL},
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+                    ]}},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": cpu}}}]
+                }
+            }
         }
     })
-    .await;
+}
+
+/// The end of a test on the CPU pool: its app scaled to zero, its NodeClaims
+/// deleted until no VM or NodeClaim is left, the examples and the namespace
+/// removed.
+pub(crate) async fn tear_down(
+    c: &Cluster,
+    client: &kube::Client,
+    arm: &ArmEmulator,
+    ns: &str,
+    app: &str,
+) {
+    scale(client, ns, app, 0).await;
+    delete_cpu_claims(c, client, arm).await;
+    for f in ["cpu_nodepool.yaml", "nodeclass.yaml"] {
+        kubectl(c, &["delete", "-f", &example(f), "--wait=false"]);
+    }
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await;
 }
 
 /// Removes what an earlier, failed run may have left: its namespaces (whose

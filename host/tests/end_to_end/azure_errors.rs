@@ -260,7 +260,7 @@ async fn every_arm_create_error_shows_its_reason() {
     let _ = Api::<Namespace>::all(client.clone())
         .delete(&ns, &DeleteParams::default())
         .await;
-    delete_cpu_claims(&c, &arm).await;
+    delete_cpu_claims(&c, &client, &arm).await;
     for f in ["cpu_nodepool.yaml", "nodeclass.yaml"] {
         kubectl(&c, &["delete", "-f", &example(f), "--wait=false"]);
     }

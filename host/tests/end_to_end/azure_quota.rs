@@ -7,13 +7,13 @@
 //!
 //! Needs what `azure_cluster` needs.
 
-use crate::azure_cluster::{CPU_POOL, controller, example, node_class_ready, prepare};
+use crate::azure_cluster::{
+    controller, example, node_class_ready, one_per_node, prepare, tear_down,
+};
 use crate::common;
 
 use common::arm::{ArmEmulator, vms};
 use common::cluster::*;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -49,31 +49,8 @@ async fn six_pods_under_quota(check: bool) -> (Vec<(String, String)>, u64) {
     node_class_ready(&c).await;
 
     let started = Instant::now();
-    apply(
-        &c,
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": APP, "namespace": ns},
-            "spec": {
-                "replicas": 6,
-                "selector": {"matchLabels": {"app": APP}},
-                "template": {
-                    "metadata": {"labels": {"app": APP}},
-                    "spec": {
-                        "nodeSelector": {"karpenter.sh/nodepool": CPU_POOL},
-                        // One per VM: six VMs of 8 vCPUs are asked for.
-                        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                            {"labelSelector": {"matchLabels": {"app": APP}}, "topologyKey": "kubernetes.io/hostname"}
-                        ]}},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
-                                        "resources": {"requests": {"cpu": "4"}}}]
-                    }
-                }
-            }
-        }),
-    );
+    // One per VM: six VMs of 8 vCPUs are asked for.
+    apply(&c, one_per_node(&ns, APP, 6, "4"));
     wait_for("6 pods running", Duration::from_secs(300), || {
         pods_running(&client, &ns, APP, 6)
     })
@@ -90,37 +67,7 @@ async fn six_pods_under_quota(check: bool) -> (Vec<(String, String)>, u64) {
         started.elapsed().as_secs_f64()
     );
 
-    scale(&client, &ns, APP, 0).await;
-    kubectl(
-        &c,
-        &[
-            "delete",
-            "nodeclaims",
-            "-l",
-            &format!("karpenter.sh/nodepool={CPU_POOL}"),
-            "--wait=false",
-        ],
-    );
-    wait_for(
-        "no VM or NodeClaim left",
-        Duration::from_secs(120),
-        || async {
-            let vms = arm.state().await["vms"].as_array().map_or(0, Vec::len);
-            let claims = claims_of(&client, CPU_POOL).await.len();
-            if vms + claims == 0 {
-                Ok(())
-            } else {
-                Err(format!("{vms} VMs, {claims} NodeClaims"))
-            }
-        },
-    )
-    .await;
-    for f in ["cpu_nodepool.yaml", "nodeclass.yaml"] {
-        kubectl(&c, &["delete", "-f", &example(f), "--wait=false"]);
-    }
-    let _ = Api::<Namespace>::all(client.clone())
-        .delete(&ns, &DeleteParams::default())
-        .await;
+    tear_down(&c, &client, &arm, &ns, APP).await;
     drop(controller);
     (launched, refused)
 }

@@ -12,6 +12,7 @@ mod api_reads;
 mod azure_cluster;
 mod azure_errors;
 mod azure_quota;
+mod azure_reservations;
 mod capacity_buffer;
 mod chart;
 mod config_helm;

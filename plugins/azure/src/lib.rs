@@ -24,6 +24,7 @@ pub mod nodeclass;
 pub mod overhead;
 mod quota;
 mod refresh;
+pub mod reservations;
 mod settings;
 pub mod vm;
 
@@ -118,7 +119,23 @@ fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> Catalog {
             }
         }
     }
+    if let Some(id) = spec.capacity_reservation_group.as_deref()
+        && let Some(group) = reservations::GroupId::parse(id)
+    {
+        match reservations::current(s, &group) {
+            Ok(rs) => reservations::add_offerings(
+                &mut types,
+                &reservations::label_value(&group.name),
+                &rs,
+            ),
+            Err(e) => karpenter_plugin_sdk::log::warn(
+                "capacity reservation group unreadable; no reserved offerings",
+                &[("error", &e)],
+            ),
+        }
+    }
     // Quota last: an offering is out while its VM would not fit the quota.
+    // A reserved VM draws on quota the reservation holds already.
     let mut held = Vec::new();
     if let Some(q) = quota::current(s) {
         for (i, (t, sku)) in types.iter_mut().zip(&b.skus).enumerate() {
@@ -126,7 +143,7 @@ fn instance_types(s: &Settings, spec: &nodeclass::Spec) -> Catalog {
                 .offerings
                 .iter_mut()
                 .enumerate()
-                .filter(|(_, o)| o.available)
+                .filter(|(_, o)| o.available && o.capacity_type != labels::RESERVED)
             {
                 if let Some(why) = q.shortfall(sku, o.capacity_type == labels::SPOT) {
                     o.available = false;
@@ -166,9 +183,22 @@ impl Catalog {
     fn choose(&self, claim: &NodeClaim) -> Result<(usize, usize), Error> {
         let Some((it, offering)) = offering_to_launch(claim, &self.types) else {
             return Err(self.quota_refusal(claim).unwrap_or_else(|| {
+                let out = self.exhausted(claim);
+                let named: Vec<String> = out
+                    .iter()
+                    .map(|o| format!("{} in {} ({})", o.instance_type, o.zone, o.capacity_type))
+                    .collect();
                 insufficient_capacity(
-                    format!("no available offering satisfies NodeClaim {}", claim.name),
-                    vec![],
+                    format!(
+                        "no available offering satisfies NodeClaim {}; unavailable: {}",
+                        claim.name,
+                        if named.is_empty() {
+                            "none".to_string()
+                        } else {
+                            named.join(", ")
+                        }
+                    ),
+                    out,
                 )
             }));
         };
@@ -179,11 +209,35 @@ impl Catalog {
             .ok_or_else(|| fatal(format!("{} is not in the catalog", it.name)))
     }
 
-    /// Takes the offerings of one capacity kind (spot or not) of type `i`
-    /// out, as the quota holds them back.
+    /// The unavailable offerings the NodeClaim would launch on were they
+    /// available (a full reservation, one that just failed): what an
+    /// `insufficient-capacity` names.
+    fn exhausted(&self, claim: &NodeClaim) -> Vec<OfferingRef> {
+        self.types
+            .iter()
+            .filter_map(|t| {
+                let mut freed = t.clone();
+                for o in &mut freed.offerings {
+                    o.available = true;
+                }
+                let o = cheapest_offering_of(claim, &freed)?;
+                Some(OfferingRef {
+                    instance_type: t.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Takes the offerings of one capacity kind (spot or on-demand) of type
+    /// `i` out, as the quota holds them back.
     fn hold(&mut self, i: usize, spot: bool, why: String) {
         for (j, o) in self.types[i].offerings.iter_mut().enumerate() {
-            if o.available && (o.capacity_type == labels::SPOT) == spot {
+            if o.available
+                && o.capacity_type != labels::RESERVED
+                && (o.capacity_type == labels::SPOT) == spot
+            {
                 o.available = false;
                 self.held.push(Held {
                     instance_type: i,
@@ -224,6 +278,68 @@ impl Catalog {
     }
 }
 
+/// The CapacityReservationGroupReady condition and the group's reservations,
+/// when the NodeClass names a group.
+fn reservation_group_status(s: &Settings, spec: &nodeclass::Spec) -> Option<(Condition, Value)> {
+    const TYPE: &str = "CapacityReservationGroupReady";
+    let id = spec.capacity_reservation_group.as_deref()?;
+    let not_ready = |reason: &str, message: String| {
+        Some((condition(TYPE, false, reason, message), json!({"id": id})))
+    };
+    let Some(group) = reservations::GroupId::parse(id) else {
+        return not_ready(
+            "InvalidGroupID",
+            format!("{id:?} is not an ARM capacity reservation group id"),
+        );
+    };
+    if let Some(sub) = &s.subscription
+        && !sub.eq_ignore_ascii_case(&group.subscription)
+    {
+        return not_ready(
+            "SubscriptionMismatch",
+            format!("the group must be in the cluster's subscription {sub}"),
+        );
+    }
+    match reservations::current(s, &group) {
+        Err(e) if e.contains("NotFound") => not_ready("GroupNotFound", e),
+        Err(e) => not_ready("GroupUnreadable", e),
+        Ok(rs) if rs.is_empty() => not_ready(
+            "NoReservations",
+            format!(
+                "capacity reservation group {} holds no reservation",
+                group.name
+            ),
+        ),
+        Ok(rs) => {
+            let members: Vec<Value> = rs
+                .iter()
+                .map(|r| {
+                    json!({"name": r.name, "vmSize": r.vm_size, "zone": r.zone,
+                           "capacity": r.capacity, "allocated": r.allocated})
+                })
+                .collect();
+            let message = rs
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {} in {}: {} of {} left",
+                        r.name,
+                        r.vm_size,
+                        r.zone,
+                        r.left(),
+                        r.capacity
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            Some((
+                condition(TYPE, true, TYPE, message),
+                json!({"id": id, "label": reservations::label_value(&group.name), "reservations": members}),
+            ))
+        }
+    }
+}
+
 /// A failed create under its reason, with ARM's code and message.
 fn arm_failure(what: &str, e: &ArmError) -> Error {
     let reason = Reason::of(e);
@@ -256,8 +372,12 @@ impl Guest for Azure {
         let images_ok = ["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux"]
             .contains(&spec.image_family.as_str());
         let valid = problems.is_empty();
-        let ready = valid && subnet_ok && version_ok && images_ok;
-        let conditions = vec![
+        let group = reservation_group_status(&s, &spec);
+        let group_ok = group
+            .as_ref()
+            .is_none_or(|(c, _)| c.status == ConditionStatus::True);
+        let ready = valid && subnet_ok && version_ok && images_ok && group_ok;
+        let mut conditions = vec![
             condition(
                 "ImagesReady",
                 images_ok,
@@ -309,10 +429,14 @@ impl Guest for Azure {
                 String::new(),
             ),
         ];
-        let resolved = json!({
+        let mut resolved = json!({
             "kubernetesVersion": s.kubernetes_version,
             "images": nodeclass::images(&spec, &s.kubernetes_version, &s.image_version),
         });
+        if let Some((c, members)) = group {
+            conditions.insert(0, c);
+            resolved["capacityReservationGroup"] = members;
+        }
         Ok(NodeClassStatus {
             conditions,
             resolved: resolved.to_string(),
@@ -371,11 +495,16 @@ impl Guest for Azure {
         // created, so that launches running at once do not all count on the
         // same room; a size the quota turns out not to have room for is
         // passed over for the next.
-        let (index, reservation) = loop {
+        // A reserved VM draws on the reservation's quota.
+        let (index, held_quota) = loop {
             let (i, o) = offered.choose(&claim)?;
-            let spot = offered.types[i].offerings[o].capacity_type == labels::SPOT;
+            let capacity_type = &offered.types[i].offerings[o].capacity_type;
+            if capacity_type == labels::RESERVED {
+                break ((i, o), None);
+            }
+            let spot = capacity_type == labels::SPOT;
             match quota::reserve(&s, &name, &offered.skus[i], spot) {
-                Ok(reservation) => break ((i, o), reservation),
+                Ok(held) => break ((i, o), Some(held)),
                 Err(why) => offered.hold(i, spot, why),
             }
         };
@@ -384,6 +513,9 @@ impl Guest for Azure {
         let offering = &it.offerings[index.1];
         let sku = &skus[index.0];
         let spot = offering.capacity_type == labels::SPOT;
+        let reservation_group = (offering.capacity_type == labels::RESERVED)
+            .then_some(spec.capacity_reservation_group.as_deref())
+            .flatten();
         let provider_id = vm::provider_id(&sub, &rg, &name);
 
         let mut tags = serde_json::Map::new();
@@ -483,6 +615,7 @@ impl Guest for Azure {
             tags: &tags,
             encryption_at_host: security,
             identities: &s.node_identities,
+            capacity_reservation_group: reservation_group,
         });
         // Past this point a failure must not leave the NIC (or a VM that ARM
         // created before failing) behind: both are ours alone.
@@ -557,7 +690,12 @@ impl Guest for Azure {
             }
             return Err(arm_failure("create VM", &e));
         }
-        reservation.keep();
+        if let Some(held) = held_quota {
+            held.keep();
+        }
+        if reservation_group.is_some() {
+            reservations::invalidate();
+        }
         let got = arm.send("GET", &vm_url, None)?;
         if !got.is_success() {
             return Err(retryable(format!(
@@ -607,6 +745,8 @@ impl Guest for Azure {
                 }
             }
         }
+        // What a reservation has left may have grown.
+        reservations::invalidate();
         if gone == 2 {
             return Err(not_found(format!("VM and NIC {name} are gone")));
         }

@@ -32,6 +32,9 @@ pub struct Spec {
     /// gpu.mode Driver (the default): the bootstrap installs the GPU driver
     /// on GPU sizes; None: the user brings their own.
     pub gpu_driver: bool,
+    /// capacityReservation.groupID: the capacity reservation group whose
+    /// reservations are offered as `reserved` capacity.
+    pub capacity_reservation_group: Option<String>,
     /// The raw spec, for the hash.
     pub raw: Value,
 }
@@ -69,6 +72,10 @@ pub fn parse(json_text: &str) -> Result<(Spec, Value), String> {
         kubelet_flags: kubelet::kubelet_flags(spec.get("kubelet")),
         linux_os_config: LinuxOsConfig::parse(spec.get("linuxOSConfig")),
         gpu_driver: spec.pointer("/gpu/mode").and_then(Value::as_str) != Some("None"),
+        capacity_reservation_group: spec
+            .pointer("/capacityReservation/groupID")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         raw: spec,
     };
     let status = obj.get("status").cloned().unwrap_or_else(|| json!({}));
@@ -109,6 +116,13 @@ pub fn validate(spec: &Spec, default_subnet: Option<&str>) -> Vec<String> {
             problems.push(format!("vnetSubnetID {id:?} is not an ARM subnet id"))
         }
         _ => {}
+    }
+    if let Some(id) = &spec.capacity_reservation_group
+        && crate::reservations::GroupId::parse(id).is_none()
+    {
+        problems.push(format!(
+            "capacityReservation.groupID {id:?} is not an ARM capacity reservation group id"
+        ));
     }
     problems
 }

@@ -104,6 +104,8 @@ pub struct VmRequest<'a> {
     pub encryption_at_host: bool,
     /// User-assigned identities (ARM ids) given to the node.
     pub identities: &'a [String],
+    /// The capacity reservation group (ARM id) the VM is placed in.
+    pub capacity_reservation_group: Option<&'a str>,
 }
 
 pub fn vm_body(r: &VmRequest) -> Value {
@@ -134,6 +136,9 @@ pub fn vm_body(r: &VmRequest) -> Value {
     if r.spot {
         properties["evictionPolicy"] = json!("Delete");
         properties["billingProfile"] = json!({"maxPrice": -1});
+    }
+    if let Some(group) = r.capacity_reservation_group {
+        properties["capacityReservation"] = json!({"capacityReservationGroup": {"id": group}});
     }
     if r.encryption_at_host {
         properties["securityProfile"] = json!({"encryptionAtHost": true});
@@ -228,8 +233,20 @@ pub fn instance(
         .and_then(Value::as_str)
         .map(|n| catalog::zone_label(region, n))
         .unwrap_or_else(|| REGIONAL_ZONE.to_string());
+    let group = s(
+        vm,
+        &[
+            "properties",
+            "capacityReservation",
+            "capacityReservationGroup",
+            "id",
+        ],
+    );
+    let group = crate::reservations::GroupId::parse(&group);
     let capacity_type = if s(vm, &["properties", "priority"]).eq_ignore_ascii_case("Spot") {
         labels::SPOT
+    } else if group.is_some() {
+        labels::RESERVED
     } else {
         labels::ON_DEMAND
     };
@@ -256,6 +273,12 @@ pub fn instance(
             scope.to_string(),
         ),
     ];
+    if let Some(g) = &group {
+        node_labels.push((
+            crate::reservations::LABEL_GROUP.to_string(),
+            crate::reservations::label_value(&g.name),
+        ));
+    }
     let (capacity, allocatable) = match sku {
         Some(k) => {
             let it = catalog::instance_type(k, shaping, &catalog::Prices::default(), &|_| false);
@@ -513,6 +536,7 @@ mod tests {
             tags: &tags,
             encryption_at_host: false,
             identities: &[],
+            capacity_reservation_group: None,
         });
         assert_eq!(body["zones"], json!(["2"]));
         assert_eq!(body["properties"]["priority"], "Spot");

@@ -13,10 +13,6 @@ use karpenter_plugin_sdk::prelude::*;
 
 pub const LABEL_RESERVATION_ID: &str = "karpenter.kwok.sh/reservation-id";
 
-/// A launch into a reservation costs this fraction of on-demand: it is paid
-/// for whether used or not, and the smaller reserved type stays the cheaper.
-const PRICE_FACTOR: f64 = 1e-7;
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
     pub id: String,
@@ -94,36 +90,12 @@ pub fn add_offerings(it: &mut InstanceType, all: &[Reservation], left: &[u32]) {
         if r.instance_type != it.name {
             continue;
         }
-        let on_demand = it
-            .offerings
-            .iter()
-            .filter(|o| o.capacity_type == labels::ON_DEMAND)
-            .map(|o| o.price)
-            .fold(f64::INFINITY, f64::min);
-        it.offerings.push(Offering {
-            zone: r.zone.clone(),
-            capacity_type: labels::RESERVED.into(),
-            price: if on_demand.is_finite() {
-                on_demand * PRICE_FACTOR
-            } else {
-                0.0
-            },
-            available: *left > 0,
-            reservation_capacity: Some(*left),
-            requirements: vec![req_in(LABEL_RESERVATION_ID, &[&r.id])],
-        });
-        for req in &mut it.requirements {
-            let value = if req.key == labels::CAPACITY_TYPE {
-                labels::RESERVED
-            } else if req.key == labels::ZONE {
-                r.zone.as_str()
-            } else {
-                continue;
-            };
-            if !req.values.iter().any(|v| v == value) {
-                req.values.push(value.into());
-            }
-        }
+        add_reserved_offering(
+            it,
+            &r.zone,
+            *left,
+            vec![req_in(LABEL_RESERVATION_ID, &[&r.id])],
+        );
     }
 }
 

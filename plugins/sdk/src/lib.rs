@@ -33,6 +33,7 @@ pub mod log;
 pub mod node;
 pub mod node_class;
 pub mod requirements;
+pub mod reserved;
 pub mod resources;
 
 pub use bindings::export;
@@ -59,5 +60,6 @@ pub mod prelude {
     pub use crate::requirements::{
         cheapest_offering_of, label_allowed, listed_rank, offering_to_launch,
     };
+    pub use crate::reserved::add_reserved_offering;
     pub use crate::resources::*;
 }

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub mod errors;
 mod faults;
+pub mod reservations;
 mod tls;
 pub use faults::Fault;
 
@@ -178,6 +179,7 @@ struct State {
     log: Vec<String>,
     /// VM creates refused for quota.
     quota_refusals: u64,
+    groups: reservations::Groups,
 }
 
 pub struct Emulator {
@@ -398,6 +400,11 @@ impl Emulator {
         self.lock().quota = q;
     }
 
+    /// Adds (or replaces) a capacity reservation group.
+    pub fn set_group(&self, g: reservations::Group) {
+        self.lock().groups.insert(g.id.to_ascii_lowercase(), g);
+    }
+
     async fn handle(&self, req: Request<Incoming>) -> Reply {
         let (parts, body) = req.into_parts();
         let body = match body.collect().await {
@@ -616,6 +623,45 @@ impl Emulator {
                 "resourcegroups",
                 rg,
                 "providers",
+                "microsoft.compute",
+                "capacityreservationgroups",
+                name,
+                rest @ ..,
+            ] if rest.len() <= 1 && parts.method == Method::GET => {
+                if api != COMPUTE_API {
+                    return bad_api(&api);
+                }
+                let id = reservations::group_id(segs[1], segs[3], segs[7]).to_ascii_lowercase();
+                let st = self.lock();
+                let Some(group) = st.groups.get(&id) else {
+                    return arm_error(
+                        StatusCode::NOT_FOUND,
+                        "ResourceNotFound",
+                        &format!(
+                            "The Resource 'Microsoft.Compute/capacityReservationGroups/{name}' under resource group '{rg}' was not found."
+                        ),
+                    );
+                };
+                match rest {
+                    [] => {
+                        let expand = query(&parts.uri, "$expand")
+                            .is_some_and(|e| e.eq_ignore_ascii_case("instanceView"));
+                        reply(StatusCode::OK, group.to_json(st.vms.values(), expand))
+                    }
+                    ["capacityreservations"] => reply(StatusCode::OK, group.members_json()),
+                    _ => arm_error(
+                        StatusCode::NOT_FOUND,
+                        "InvalidResourceType",
+                        &format!("The resource type could not be found: {path}"),
+                    ),
+                }
+            }
+            [
+                "subscriptions",
+                _,
+                "resourcegroups",
+                rg,
+                "providers",
                 "microsoft.network",
                 "networkinterfaces",
             ] => {
@@ -749,6 +795,19 @@ impl Emulator {
                 });
                 reply(StatusCode::OK, json!({}))
             }
+            (&Method::POST, Some("reservations")) => {
+                match reservations::from_admin(&v, &self.options.location) {
+                    Some(g) => {
+                        self.set_group(g);
+                        reply(StatusCode::OK, json!({}))
+                    }
+                    None => arm_error(
+                        StatusCode::BAD_REQUEST,
+                        "InvalidRequest",
+                        "resourceGroup, name and reservations [{name, vmSize, zone, capacity}] are required",
+                    ),
+                }
+            }
             (&Method::POST, Some("chaos")) => {
                 self.chaos
                     .set_rate(v.get("rate").and_then(Value::as_f64).unwrap_or(0.0));
@@ -767,6 +826,7 @@ impl Emulator {
                             "zone": v.pointer("/zones/0"),
                             "priority": v.pointer("/properties/priority"),
                             "provisioningState": v.pointer("/properties/provisioningState"),
+                            "capacityReservationGroup": reservations::named_by(v),
                         })
                     })
                     .collect();
@@ -781,7 +841,7 @@ impl Emulator {
             _ => arm_error(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                "admin: inject, fault, chaos, quota, state",
+                "admin: inject, fault, chaos, quota, reservations, state",
             ),
         }
     }
@@ -1079,13 +1139,20 @@ impl Emulator {
         Self::accepted(StatusCode::ACCEPTED, Value::Null, &op)
     }
 
+    /// vCPUs in use by the VMs `pred` counts, reservations included (a
+    /// reservation is a regular VM's cores: `pred` sees an empty body).
     fn cores_in_use(&self, st: &State, pred: impl Fn(&Value, &Sku) -> bool) -> u64 {
-        st.vms
+        let held = reservations::cores(&st.groups, st.vms.values(), &self.skus, |sku| {
+            pred(&json!({}), sku)
+        });
+        held + st
+            .vms
             .values()
             .filter(|v| {
                 v.pointer("/properties/provisioningState")
                     .and_then(Value::as_str)
                     != Some("Failed")
+                    && !reservations::on_reservation(&st.groups, v)
             })
             .filter_map(|v| {
                 let size = v
@@ -1094,7 +1161,7 @@ impl Emulator {
                 let sku = self.skus.iter().find(|s| s.name == size)?;
                 pred(v, sku).then_some(sku.vcpu)
             })
-            .sum()
+            .sum::<u64>()
     }
 
     fn put_vm(&self, host: &str, sub: &str, key: &str, id: &str, name: &str, body: &[u8]) -> Reply {
@@ -1166,7 +1233,31 @@ impl Emulator {
                 ),
             );
         }
-        // Quotas, checked synchronously as ARM does.
+        let mut reserved = false;
+        if let Some(group_id) = reservations::named_by(&v) {
+            let Some(group) = st.groups.get(&group_id.to_ascii_lowercase()) else {
+                return arm_error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidResourceReference",
+                    &format!("Resource {group_id} referenced by resource {id} was not found."),
+                );
+            };
+            let zone = (!zone.is_empty()).then_some(zone.as_str());
+            if group.member_for(&size, zone).is_none() {
+                return arm_error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidParameter",
+                    &format!(
+                        "Capacity reservation group '{}' has no capacity reservation for VM size '{size}' in {}.",
+                        group.name,
+                        zone.map_or("the region".to_string(), |z| format!("zone {z}"))
+                    ),
+                );
+            }
+            reserved = reservations::has_room(group, st.vms.values(), &size, zone);
+        }
+        // Quotas, checked synchronously as ARM does; a VM a reservation
+        // has room for uses the reservation's.
         let location = self.options.location.clone();
         let quota = st.quota.clone();
         let exceeded = |what: &str, limit: u64, usage: u64| {
@@ -1176,7 +1267,8 @@ impl Emulator {
                 usage + sku.vcpu
             )
         };
-        if spot {
+        if reserved {
+        } else if spot {
             if let Some(limit) = quota.low_priority_cores {
                 let used = self.cores_in_use(&st, |v, _| {
                     v.pointer("/properties/priority").and_then(Value::as_str) == Some("Spot")

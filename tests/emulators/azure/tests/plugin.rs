@@ -970,3 +970,166 @@ async fn a_nic_left_without_its_vm_is_listed_and_collected() {
             .all(|i| i.node_claim != "default-orphan")
     );
 }
+
+fn class_in_group(group_id: &str) -> wit::NodeClass {
+    wit::NodeClass {
+        name: "azure".into(),
+        generation: 1,
+        json: serde_json::json!({
+            "apiVersion": "karpenter.azure.com/v1beta1", "kind": "AKSNodeClass",
+            "metadata": {"name": "azure"},
+            "spec": {"imageFamily": "Ubuntu", "capacityReservation": {"groupID": group_id}}
+        })
+        .to_string(),
+    }
+}
+
+fn condition<'a>(status: &'a wit::NodeClassStatus, type_: &str) -> &'a wit::Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("{type_} in {:?}", status.conditions))
+}
+
+/// The reserved offering of D4s_v5 in zone 1: (capacity left, available).
+async fn reserved_d4(s: &Setup, class: &wit::NodeClass) -> Option<(Option<u32>, bool)> {
+    let types = s
+        .plugin
+        .get_instance_types(&pool(), class)
+        .await
+        .expect("instance types");
+    let d4 = types.iter().find(|t| t.name == "Standard_D4s_v5")?;
+    d4.offerings
+        .iter()
+        .find(|o| o.capacity_type == "reserved" && o.zone == "westus3-1")
+        .map(|o| (o.reservation_capacity, o.available))
+}
+
+#[tokio::test]
+async fn a_capacity_reservation_group_is_offered_as_reserved_and_launched_into() {
+    // The D family's quota is what the reservation holds: a reserved VM
+    // draws on it, an on-demand D4 finds none left.
+    let s = setup(Quota {
+        family_cores: [("standardDSv5Family".to_string(), 8)].into(),
+        ..Quota::default()
+    })
+    .await;
+    let group_id = format!(
+        "/subscriptions/{SUB}/resourceGroups/rg-capacity/providers/Microsoft.Compute/capacityReservationGroups/crg-d4"
+    );
+    s.emulator.set_group(
+        azure_emulator::reservations::from_admin(
+            &serde_json::json!({"subscription": SUB, "resourceGroup": "rg-capacity", "name": "crg-d4",
+                "reservations": [{"name": "d4-zone1", "vmSize": "Standard_D4s_v5", "zone": "1", "capacity": 2}]}),
+            "westus3",
+        )
+        .expect("group"),
+    );
+    let class = class_in_group(&group_id);
+
+    let status = s
+        .plugin
+        .validate_node_class(&class)
+        .await
+        .expect("validates");
+    let c = condition(&status, "CapacityReservationGroupReady");
+    assert!(matches!(c.status, wit::ConditionStatus::True), "{c:?}");
+    assert!(
+        c.message
+            .contains("d4-zone1 Standard_D4s_v5 in westus3-1: 2 of 2 left"),
+        "{c:?}"
+    );
+    assert!(matches!(
+        condition(&status, "Ready").status,
+        wit::ConditionStatus::True
+    ));
+    assert!(
+        status.resolved.contains("\"d4-zone1\""),
+        "{}",
+        status.resolved
+    );
+
+    assert_eq!(reserved_d4(&s, &class).await, Some((Some(2), true)));
+    let reserved = || {
+        vec![
+            req("karpenter.sh/capacity-type", &["reserved"]),
+            req(
+                "karpenter.azure.com/capacity-reservation-group",
+                &["crg-d4"],
+            ),
+        ]
+    };
+    for i in 0..2 {
+        let instance = s
+            .plugin
+            .create(&claim(&format!("r-{i}"), reserved()), &class)
+            .await
+            .expect("launches into the reservation");
+        assert_eq!(instance.instance_type, "Standard_D4s_v5");
+        assert_eq!(instance.capacity_type, "reserved");
+        assert!(
+            instance.labels.iter().any(|(k, v)| k
+                == "karpenter.azure.com/capacity-reservation-group"
+                && v == "crg-d4"),
+            "{:?}",
+            instance.labels
+        );
+    }
+    assert_eq!(
+        reserved_d4(&s, &class).await,
+        Some((Some(0), false)),
+        "counted down by ARM's allocation"
+    );
+    let full = s
+        .plugin
+        .create(&claim("r-2", reserved()), &class)
+        .await
+        .expect_err("a full reservation launches nothing");
+    let full = full.to_string();
+    assert!(
+        full.contains("Standard_D4s_v5") && full.contains("reserved"),
+        "{full}"
+    );
+
+    // On demand, the D family's quota is the reservation's: E4 it is, with
+    // no create refused.
+    let on_demand = s
+        .plugin
+        .create(&claim("od-0", d4_then_e4()), &class)
+        .await
+        .expect("on demand");
+    assert_eq!(on_demand.instance_type, "Standard_E4s_v5");
+    assert_eq!(on_demand.capacity_type, "on-demand");
+    let creates = count(&s.emulator.requests(), "PUT", "/virtualMachines/");
+    assert_eq!(creates, 3, "no create refused");
+
+    s.plugin
+        .delete(&claim("r-0", reserved()))
+        .await
+        .expect("deletes");
+    wait_until(|| async { reserved_d4(&s, &class).await == Some((Some(1), true)) }).await;
+
+    // A group that does not exist keeps the NodeClass from Ready.
+    let missing = class_in_group(&group_id.replace("crg-d4", "crg-none"));
+    let status = s
+        .plugin
+        .validate_node_class(&missing)
+        .await
+        .expect("validates");
+    let c = condition(&status, "CapacityReservationGroupReady");
+    assert!(matches!(c.status, wit::ConditionStatus::False), "{c:?}");
+    assert_eq!(c.reason, "GroupNotFound");
+    assert!(matches!(
+        condition(&status, "Ready").status,
+        wit::ConditionStatus::False
+    ));
+}
+
+async fn wait_until<F: std::future::Future<Output = bool>>(mut f: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
