@@ -38,6 +38,7 @@ mod garbage_collection;
 mod hash;
 mod initial_list;
 pub mod instance_types;
+mod interruption;
 pub mod leader;
 mod lifecycle;
 pub mod metrics;
@@ -247,6 +248,7 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         tokio::spawn(node_pool_status::run(ctx.clone())),
         tokio::spawn(node_class_status::run(ctx.clone())),
         tokio::spawn(disruption::run(ctx.clone())),
+        tokio::spawn(interruption::run(ctx.clone())),
         tokio::spawn(node_addresses::run(
             ctx.cluster.nodes.clone(),
             ctx.cluster.node_events.subscribe(),

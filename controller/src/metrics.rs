@@ -45,6 +45,12 @@ pub struct DisruptedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InterruptionLabels {
+    /// The interruption signal's reason, e.g. "SpotInterrupted".
+    pub message_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
     /// The HTTP status of the eviction's answer, "0" if none came.
     pub code: String,
@@ -80,6 +86,7 @@ pub struct Metrics {
     pub queue_depth: Gauge,
     pub unschedulable: Gauge,
     pub evictions: Family<EvictionLabels, Counter>,
+    pub interruptions: Family<InterruptionLabels, Counter>,
     /// Nodes each NodePool's budgets let disruption take now, by reason.
     pub allowed_disruptions: Family<AllowedLabels, Gauge>,
     /// Pods whose startup was already observed, so each counts once.
@@ -110,6 +117,7 @@ impl Default for Metrics {
             queue_depth: Gauge::default(),
             unschedulable: Gauge::default(),
             evictions: Family::default(),
+            interruptions: Family::default(),
             allowed_disruptions: Family::default(),
             started: Mutex::default(),
         }
@@ -212,6 +220,11 @@ impl Metrics {
             "karpenter_nodes_eviction_requests",
             "Evictions asked while draining nodes, by the answer's HTTP status",
             self.evictions.clone(),
+        );
+        r.register(
+            "karpenter_interruption_received_messages",
+            "Interruption notices acted on (a node condition matching its plugin's signal), by reason",
+            self.interruptions.clone(),
         );
         r.register(
             "karpenter_nodepools_allowed_disruptions",

@@ -17,7 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use vocabulary::labels::TERMINATION_FINALIZER;
+use vocabulary::labels::{self, TERMINATION_FINALIZER};
 use vocabulary::taints::DISRUPTED as DISRUPTED_TAINT;
 
 const RETRY: Duration = Duration::from_secs(2);
@@ -219,6 +219,14 @@ fn grace_period_over(ctx: &Ctx, node: &Node) -> bool {
             .node_claims
             .find(|c| c.provider_id() == Some(id.as_str()))
     });
+    // An interruption's deadline: the instance will not wait.
+    let deadline = claim
+        .as_ref()
+        .and_then(|c| c.annotations().get(labels::NODECLAIM_TERMINATION_TIMESTAMP))
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    if deadline.is_some_and(|d| jiff::Timestamp::now() >= d) {
+        return true;
+    }
     let Some(grace) = claim
         .and_then(|c| c.spec.termination_grace_period.clone())
         .and_then(|g| vocabulary::duration::parse(&g).ok())

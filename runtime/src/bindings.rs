@@ -3,18 +3,18 @@
 //! their patch only add imports (`@since`), so one module generated from the
 //! newest patch serves them all: wasmtime links a plugin's `@0.1.0` imports
 //! and finds its `@0.1.0` export through the `@0.1.2` names by semver. The
-//! `catalog` export (0.1.2) is optional: its bindings are generated apart and
-//! looked up per component.
+//! `catalog` (0.1.2) and `interruption` (0.1.3) exports are optional: their
+//! bindings are generated apart and looked up per component.
 
 /// The names of the contract versions this host supports, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.2", "0.1.1", "0.1.0"];
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.3", "0.1.2", "0.1.1", "0.1.0"];
 
 /// The interface a provider exports, without version: `<this>@<version>`.
 pub const PROVIDER_EXPORT: &str = "karpenter:provider/provider";
 
-pub mod v0_1_2 {
+pub mod v0_1_3 {
     wasmtime::component::bindgen!({
-        path: "../wit/v0.1.2",
+        path: "../wit/v0.1.3",
         world: "provider-plugin",
         imports: { default: async },
         exports: { default: async },
@@ -27,30 +27,45 @@ pub mod v0_1_2 {
     });
 }
 
-/// The optional `catalog` export, on the same types as the main bindings.
+/// The bindings of a world that adds an optional export to
+/// `provider-plugin`, on the same types as the main bindings.
+macro_rules! optional_export {
+    ($world:literal) => {
+        wasmtime::component::bindgen!({
+            path: "../wit/v0.1.3",
+            world: $world,
+            imports: { default: async },
+            exports: { default: async },
+            with: {
+                "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+                "wasi:io": wasmtime_wasi::p2::bindings::io,
+                "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+                "karpenter:provider/types": super::v0_1_3::karpenter::provider::types,
+                "karpenter:provider/log": super::v0_1_3::karpenter::provider::log,
+                "karpenter:provider/config": super::v0_1_3::karpenter::provider::config,
+                "karpenter:provider/tokens": super::v0_1_3::karpenter::provider::tokens,
+                "karpenter:provider/cache": super::v0_1_3::karpenter::provider::cache,
+                "karpenter:provider/cluster": super::v0_1_3::karpenter::provider::cluster,
+                "karpenter:provider/signing": super::v0_1_3::karpenter::provider::signing,
+            },
+            additional_derives: [serde::Serialize],
+        });
+    };
+}
+
+/// The optional `catalog` export (0.1.2).
 pub mod catalog {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.1.2",
-        world: "provider-plugin-with-catalog",
-        imports: { default: async },
-        exports: { default: async },
-        with: {
-            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-            "wasi:io": wasmtime_wasi::p2::bindings::io,
-            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-            "karpenter:provider/types": super::v0_1_2::karpenter::provider::types,
-            "karpenter:provider/log": super::v0_1_2::karpenter::provider::log,
-            "karpenter:provider/config": super::v0_1_2::karpenter::provider::config,
-            "karpenter:provider/tokens": super::v0_1_2::karpenter::provider::tokens,
-            "karpenter:provider/cache": super::v0_1_2::karpenter::provider::cache,
-            "karpenter:provider/cluster": super::v0_1_2::karpenter::provider::cluster,
-            "karpenter:provider/signing": super::v0_1_2::karpenter::provider::signing,
-        },
-    });
+    optional_export!("provider-plugin-with-catalog");
     pub use exports::karpenter::provider::catalog::*;
 }
 
-pub use v0_1_2::karpenter::provider::types as wit;
+/// The optional `interruption` export (0.1.3).
+pub mod interruption {
+    optional_export!("provider-plugin-with-interruption");
+    pub use exports::karpenter::provider::interruption::*;
+}
+
+pub use v0_1_3::karpenter::provider::types as wit;
 
 /// As the contract names it, for messages (`Debug` would say
 /// `InstanceState::Running`).
@@ -131,6 +146,11 @@ mod tests {
                 "0.1.2",
                 include_str!("../../wit/v0.1.2/provider.wit"),
                 "51bb83096c5852c29a38bb83da0cc159c3023cb3883096a399ae5221c2a67089",
+            ),
+            (
+                "0.1.3",
+                include_str!("../../wit/v0.1.3/provider.wit"),
+                "c37ba9110043d6c0d842b8454870addc02f8fc0e95a61b0d51cf0037229d0b6f",
             ),
         ];
         for (version, wit, sha256) in released {

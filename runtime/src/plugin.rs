@@ -7,7 +7,7 @@
 //! next call gets a fresh one.
 
 use super::bindings::catalog::Guest as CatalogGuest;
-use super::bindings::v0_1_2::ProviderPlugin;
+use super::bindings::v0_1_3::ProviderPlugin;
 use super::bindings::wit;
 use super::budget::OverBudget;
 use super::capabilities::Capabilities;
@@ -87,6 +87,7 @@ pub fn describe(e: &wit::Error) -> String {
 struct Exports {
     provider: ProviderPlugin,
     catalog: Option<CatalogGuest>,
+    interruption: Option<super::bindings::interruption::Guest>,
 }
 
 /// What get-instance-types answered, in either form.
@@ -243,7 +244,15 @@ impl Plugin {
                 Some(indices) => Some(indices.load(&mut store, &instance)?),
                 None => None,
             };
-            wasmtime::Result::Ok(Exports { provider, catalog })
+            let interruption = match &code.interruption {
+                Some(indices) => Some(indices.load(&mut store, &instance)?),
+                None => None,
+            };
+            wasmtime::Result::Ok(Exports {
+                provider,
+                catalog,
+                interruption,
+            })
         };
         let instantiated: wasmtime::Result<Exports> = instantiated.await;
         match instantiated {
@@ -599,6 +608,39 @@ impl Plugin {
                 .await
         });
         self.typed(CALL, r.await?)
+    }
+
+    /// The Node conditions by which the cloud announces an interruption
+    /// (contract 0.1.3); none when the plugin does not export `interruption`.
+    pub async fn interruption_signals(
+        &self,
+    ) -> Result<Vec<super::bindings::interruption::InterruptionSignal>, CallError> {
+        if self.code.current().interruption.is_none() {
+            return Ok(Vec::new());
+        }
+        self.call("interruption-signals", async |s, b| match &b.interruption {
+            Some(i) => i.call_interruption_signals(s).await,
+            None => Ok(Vec::new()),
+        })
+        .await
+    }
+
+    /// Tells the plugin the host acted on an interruption of an instance of
+    /// `offering` (contract 0.1.3); nothing when it does not export
+    /// `interruption`.
+    pub async fn offering_interrupted(
+        &self,
+        offering: &wit::OfferingRef,
+        seconds: u64,
+    ) -> Result<(), CallError> {
+        if self.code.current().interruption.is_none() {
+            return Ok(());
+        }
+        self.call("offering-interrupted", async |s, b| match &b.interruption {
+            Some(i) => i.call_offering_interrupted(s, offering, seconds).await,
+            None => Ok(()),
+        })
+        .await
     }
 
     pub async fn repair_policies(&self) -> Result<Vec<wit::RepairPolicy>, CallError> {

@@ -43,6 +43,9 @@ pub const PRICE_OVERLAY_APPLIED: &str = "karpenter.sh/price-overlay-applied";
 pub const CAPACITY_OVERLAY_APPLIED: &str = "karpenter.sh/capacity-overlay-applied";
 /// Annotation on a static pod's mirror: it goes with its node.
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+/// On a NodeClaim: when its drain must be over (RFC 3339), after which the
+/// node's remaining pods are deleted rather than evicted.
+pub const NODECLAIM_TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 
 /// The finalizer on NodeClaims and nodes that holds them until their
 /// instance is gone.

@@ -10,7 +10,7 @@
 //! start of a pass. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable
 //! event; `repair` replaces unhealthy nodes when enabled.
 
-mod execute;
+pub(crate) mod execute;
 mod in_flight;
 mod observe;
 pub mod repair;

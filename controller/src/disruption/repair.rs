@@ -35,15 +35,7 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
         input.push(RepairNode {
             name: node.name_any(),
             node_pool: pool.to_string(),
-            conditions: node
-                .conditions()
-                .iter()
-                .map(|c| NodeCondition {
-                    condition_type: c.type_.clone(),
-                    status: c.status.clone(),
-                    since: c.last_transition_time.as_ref().map(|t| t.0.as_second()),
-                })
-                .collect(),
+            conditions: conditions(node),
             policies: policies[&key].clone(),
             deleting: claim.metadata.deletion_timestamp.is_some(),
             initialized: node.label(labels::INITIALIZED) == Some("true"),
@@ -93,6 +85,18 @@ pub async fn pass(ctx: &Ctx) -> anyhow::Result<()> {
             .inc();
     }
     Ok(())
+}
+
+/// A Node's conditions as the engine reads them.
+pub(crate) fn conditions(node: &crate::slim::Node) -> Vec<NodeCondition> {
+    node.conditions()
+        .iter()
+        .map(|c| NodeCondition {
+            condition_type: c.type_.clone(),
+            status: c.status.clone(),
+            since: c.last_transition_time.as_ref().map(|t| t.0.as_second()),
+        })
+        .collect()
 }
 
 fn policy(p: &wit::RepairPolicy) -> RepairPolicy {

@@ -8,7 +8,8 @@
 //! built on `consolidation`). Before them, `candidates` sorts out which nodes may be
 //! disrupted at all and `budgets` how many per NodePool and reason; `expiration`
 //! is its own forceful list, and `repair` (unhealthy nodes, from the
-//! provider's repair policies) its own decision. Simulations (`simulation`) run the provisioning
+//! provider's repair policies) its own decision, as is `interruption` (nodes
+//! the cloud announced it will take). Simulations (`simulation`) run the provisioning
 //! scheduler with nodes removed. `cron` and `duration` read budget schedules
 //! and Go durations; `pdb` reads PodDisruptionBudgets; `buffers` binds
 //! CapacityBuffers' virtual pods to the room they hold before any of it.
@@ -32,6 +33,7 @@ mod drift;
 mod duration;
 mod emptiness;
 mod expiration;
+pub mod interruption;
 mod multi_node;
 mod notes;
 mod pdb;

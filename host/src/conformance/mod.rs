@@ -147,8 +147,47 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         delete_timeout: options.delete_timeout,
     };
     round_trip.check(&mut report).await;
+    let signals = calls
+        .track("interruption-signals", plugin.interruption_signals())
+        .await;
+    report.push(
+        "interruption-signals",
+        "each interruption signal names a Node condition and a reason, and gives notice",
+        match signals {
+            Ok(list) => interruption_signals(&list),
+            Err(e) => Err(e.to_string()),
+        },
+    );
     calls.check(plugin, &mut report);
     report
+}
+
+fn interruption_signals(
+    list: &[karpenter_runtime::bindings::interruption::InterruptionSignal],
+) -> Result<String, String> {
+    if list.is_empty() {
+        return Ok("none".into());
+    }
+    let mut shown = Vec::new();
+    for s in list {
+        if s.condition_type.is_empty() || s.reason.is_empty() {
+            return Err(format!(
+                "a signal needs a condition type and a reason (condition type {:?}, reason {:?})",
+                s.condition_type, s.reason
+            ));
+        }
+        if s.notice_seconds == 0 {
+            return Err(format!(
+                "{} gives no notice: notice-seconds is the least time the cloud gives before it takes the instance",
+                s.condition_type
+            ));
+        }
+        shown.push(format!(
+            "{}={} ({}s): {}",
+            s.condition_type, s.condition_status, s.notice_seconds, s.reason
+        ));
+    }
+    Ok(shown.join(", "))
 }
 
 fn node_class(plugin: &Plugin, options: &Options) -> Result<wit::NodeClass, String> {

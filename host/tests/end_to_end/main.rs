@@ -13,6 +13,7 @@ mod azure_cluster;
 mod azure_errors;
 mod azure_quota;
 mod azure_reservations;
+mod azure_spot_eviction;
 mod capacity_buffer;
 mod chart;
 mod config_helm;

@@ -917,6 +917,32 @@ fn list_all(
     Ok(out)
 }
 
+/// Azure gives a spot VM at least 30 seconds' notice of its eviction as a
+/// Scheduled Event (`Preempt`); the AKS node-problem-detector turns it into
+/// this Node condition.
+impl Interruption for Azure {
+    fn interruption_signals() -> Vec<InterruptionSignal> {
+        vec![InterruptionSignal {
+            condition_type: "PreemptionScheduled".into(),
+            condition_status: ConditionStatus::True,
+            notice_seconds: 30,
+            reason: "SpotInterrupted".into(),
+        }]
+    }
+
+    fn offering_interrupted(offering: OfferingRef, seconds: u64) {
+        cache::set(
+            &catalog::unavailable_key(
+                &offering.instance_type,
+                &offering.zone,
+                &offering.capacity_type,
+            ),
+            b"SpotInterrupted",
+            seconds,
+        );
+    }
+}
+
 /// No compact catalog: the catalog is built per call, so get-instance-types is cheaper.
 impl CompactCatalog for Azure {}
 

@@ -168,6 +168,9 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
 /// The compact catalog is built once per instance; each call copies it and
 /// marks what recently failed. Reservations' counts change with every
 /// launch, so with reservations there is no catalog kept ready.
+/// No notice before the cloud takes an instance.
+impl Interruption for Kwok {}
+
 impl CompactCatalog for Kwok {
     fn get_catalog(_pool: NodePool, class: NodeClass) -> Result<Option<Catalog>, Error> {
         ensure_kind(&class, GROUP, KIND)?;

@@ -434,6 +434,9 @@ impl Guest for Nebius {
 }
 
 /// No compact catalog: the catalog is built per call, so get-instance-types is cheaper.
+/// No notice before the cloud takes an instance.
+impl Interruption for Nebius {}
+
 impl CompactCatalog for Nebius {}
 
 // Natively (unit tests, the emulator) there is no component to export into.

@@ -1,7 +1,7 @@
 //! The Rust SDK for karpenter provider plugins.
 //!
 //! A provider is a WebAssembly component implementing the
-//! `provider-plugin-with-catalog` world of `wit/v0.1.2/provider.wit`. This crate holds the generated bindings
+//! `provider-plugin-complete` world of `wit/v0.1.3/provider.wit`. This crate holds the generated bindings
 //! plus the helpers most providers need, so a provider is mostly its own cloud
 //! logic:
 //!
@@ -10,6 +10,7 @@
 //! struct MyCloud;
 //! impl Guest for MyCloud { /* metadata, get_instance_types, create, ... */ }
 //! impl CompactCatalog for MyCloud {} // no compact catalog: get_instance_types is asked
+//! impl Interruption for MyCloud {} // no notice before the cloud takes an instance
 //! karpenter_plugin_sdk::export!(MyCloud);
 //! ```
 //!
@@ -17,8 +18,8 @@
 
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.2",
-        world: "provider-plugin-with-catalog",
+        path: "../../wit/v0.1.3",
+        world: "provider-plugin-complete",
         generate_all,
         pub_export_macro: true,
         default_bindings_module: "karpenter_plugin_sdk::bindings",
@@ -28,6 +29,7 @@ pub mod bindings {
 pub mod catalog;
 pub mod errors;
 pub mod http;
+pub mod interruption;
 pub mod leftovers;
 pub mod log;
 pub mod node;
@@ -53,6 +55,7 @@ pub mod prelude {
     pub use crate::bindings::karpenter::provider::{cache, cluster, config, signing, tokens};
     pub use crate::catalog::CompactCatalog;
     pub use crate::errors::*;
+    pub use crate::interruption::{Interruption, InterruptionSignal};
     pub use crate::labels;
     pub use crate::leftovers::leftover;
     pub use crate::node::{kubelet_taint, node_labels, node_taints, resolved_labels};

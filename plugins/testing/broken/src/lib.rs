@@ -249,6 +249,9 @@ fn catalog(mode: &str) -> Vec<InstanceType> {
 }
 
 /// A compact catalog only in the modes that break it.
+/// No notice before the cloud takes an instance.
+impl Interruption for Broken {}
+
 impl CompactCatalog for Broken {
     fn get_catalog(
         p: NodePool,

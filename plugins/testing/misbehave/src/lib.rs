@@ -257,6 +257,9 @@ fn one(price: f64) -> InstanceType {
 }
 
 /// No compact catalog.
+/// No notice before the cloud takes an instance.
+impl Interruption for Misbehave {}
+
 impl CompactCatalog for Misbehave {}
 
 // Natively (unit tests) there is no component to export into.

@@ -5,6 +5,9 @@
 //! capacity failures and one-shot error injections are set on the command
 //! line or through `/admin/*`.
 //!
+//! Capacity reservation groups are served (`reservations`), and a spot VM
+//! can be evicted on demand with Azure's notice (`eviction`).
+//!
 //! A VM that finishes creating plays its own kubelet: it decodes the
 //! customData the plugin wrote and registers the Node it describes in the
 //! Kubernetes API server (kwok keeps it Ready); deleting the VM deletes it.
@@ -30,6 +33,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub mod errors;
+mod eviction;
 mod faults;
 pub mod reservations;
 mod tls;
@@ -180,6 +184,9 @@ struct State {
     /// VM creates refused for quota.
     quota_refusals: u64,
     groups: reservations::Groups,
+    evictions: Vec<eviction::Eviction>,
+    /// Spot VMs evicted so far.
+    evicted: u64,
 }
 
 pub struct Emulator {
@@ -398,6 +405,77 @@ impl Emulator {
 
     pub fn set_quota(&self, q: Quota) {
         self.lock().quota = q;
+    }
+
+    /// Starts the eviction of spot VM `vm` (its name): the Node hears of it
+    /// at once, the VM goes `notice_seconds` later.
+    pub fn evict(&self, vm: &str, notice_seconds: i64) -> Result<(), String> {
+        let mut st = self.lock();
+        let Some((key, v)) = st
+            .vms
+            .iter()
+            .find(|(_, v)| v.get("name").and_then(Value::as_str) == Some(vm))
+        else {
+            return Err(format!("no VM {vm}"));
+        };
+        if v.pointer("/properties/priority").and_then(Value::as_str) != Some("Spot") {
+            return Err(format!("VM {vm} is not a spot VM"));
+        }
+        let not_before = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_secs(notice_seconds.max(0)))
+            .map_err(|e| e.to_string())?;
+        let e = eviction::Eviction {
+            vm_key: key.clone(),
+            node: vm.to_string(),
+            not_before,
+            event_id: format!("00000000-0000-0000-0002-{:012}", st.next_id),
+            announced: false,
+        };
+        st.next_id += 1;
+        st.evictions.push(e);
+        Ok(())
+    }
+
+    /// Announces evictions and carries out those whose time has come.
+    async fn sweep_evictions(&self) {
+        let (announce, due): (Vec<eviction::Eviction>, Vec<(String, String)>) = {
+            let mut st = self.lock();
+            let now = jiff::Timestamp::now();
+            let mut announce = Vec::new();
+            for e in st.evictions.iter_mut().filter(|e| !e.announced) {
+                e.announced = true;
+                announce.push(e.clone());
+            }
+            let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut st.evictions)
+                .into_iter()
+                .partition(|e| e.not_before <= now);
+            st.evictions = waiting;
+            let mut gone = Vec::new();
+            for e in due {
+                if let Some(vm) = st.vms.remove(&e.vm_key) {
+                    st.evicted += 1;
+                    if let Some(nic) = vm
+                        .pointer("/properties/networkProfile/networkInterfaces/0/id")
+                        .and_then(Value::as_str)
+                    {
+                        let nic = nic_key(nic);
+                        st.nics.remove(&nic);
+                    }
+                    gone.push((e.vm_key, e.node));
+                }
+            }
+            (announce, gone)
+        };
+        if let Some(kube) = &self.options.kube {
+            for e in &announce {
+                if let Err(err) = eviction::announce(&self.http, kube, e).await {
+                    eprintln!("azure-emulator: eviction notice for {}: {err:#}", e.node);
+                }
+            }
+        }
+        for (_, node) in due {
+            self.apply(Effect::Deregister(node)).await;
+        }
     }
 
     /// Adds (or replaces) a capacity reservation group.
@@ -795,6 +873,16 @@ impl Emulator {
                 });
                 reply(StatusCode::OK, json!({}))
             }
+            (&Method::POST, Some("evict")) => {
+                let Some(vm) = v.get("vm").and_then(Value::as_str) else {
+                    return arm_error(StatusCode::BAD_REQUEST, "InvalidRequest", "vm is required");
+                };
+                let notice = v.get("noticeSeconds").and_then(Value::as_i64).unwrap_or(30);
+                match self.evict(vm, notice) {
+                    Ok(()) => reply(StatusCode::OK, json!({})),
+                    Err(why) => arm_error(StatusCode::BAD_REQUEST, "InvalidRequest", &why),
+                }
+            }
             (&Method::POST, Some("reservations")) => {
                 match reservations::from_admin(&v, &self.options.location) {
                     Some(g) => {
@@ -834,14 +922,14 @@ impl Emulator {
                     StatusCode::OK,
                     json!({"vms": st.vms.keys().collect::<Vec<_>>(), "nics": st.nics.keys().collect::<Vec<_>>(),
                            "vmDetails": details, "injections": st.injections.len(), "faults": st.faults.len(), "requests": st.log,
-                           "quotaRefusals": st.quota_refusals,
+                           "quotaRefusals": st.quota_refusals, "evicted": st.evicted,
                            "chaos": {"injected": injected, "calls": calls}}),
                 )
             }
             _ => arm_error(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                "admin: inject, fault, chaos, quota, reservations, state",
+                "admin: inject, fault, chaos, quota, reservations, evict, state",
             ),
         }
     }
@@ -1420,6 +1508,7 @@ impl Emulator {
         for e in effects {
             self.apply(e).await;
         }
+        self.sweep_evictions().await;
     }
 
     /// Marks the operation finished: its final answer, and what its VM's

@@ -6,7 +6,7 @@
 //! the emulator registers each VM's Node there and the test checks it.
 
 use azure_emulator::{Emulator, Fault, Injection, Kube, Options, Quota};
-use karpenter_runtime::bindings::v0_1_2::karpenter::provider::tokens::AccessToken;
+use karpenter_runtime::bindings::v0_1_3::karpenter::provider::tokens::AccessToken;
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::tokens::{TokenFuture, TokenSource};
 use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
