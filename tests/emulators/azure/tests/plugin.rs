@@ -1133,3 +1133,55 @@ async fn wait_until<F: std::future::Future<Output = bool>>(mut f: impl FnMut() -
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// 100 launches of 4-vCPU on-demand VMs, every VM family's quota at 52
+/// vCPUs (13 such VMs; the eight families with 4-vCPU sizes hold 104):
+/// how many launched, and how many VM creates ARM refused on the way.
+async fn a_hundred_launches_under_tight_quotas(more: &[(&str, &str)]) -> (usize, usize) {
+    let families: BTreeMap<String, u64> = karpenter_plugin_azure::catalog::embedded_skus("westus3")
+        .into_iter()
+        .filter(|s| s.vcpu == 4)
+        .map(|s| (s.arm_family, 52))
+        .collect();
+    let s = setup_with(
+        Quota {
+            family_cores: families,
+            ..Quota::default()
+        },
+        more,
+    )
+    .await;
+    let mut launched = 0;
+    for i in 0..100 {
+        let c = claim(
+            &format!("tight-{i}"),
+            vec![
+                req("karpenter.azure.com/sku-cpu", &["4"]),
+                req("karpenter.sh/capacity-type", &["on-demand"]),
+            ],
+        );
+        if s.plugin.create(&c, &class()).await.is_ok() {
+            launched += 1;
+        }
+    }
+    let creates = count(&s.emulator.requests(), "PUT", "/virtualMachines/");
+    (launched, creates - s.emulator.vms().len())
+}
+
+/// The figure: VM creates ARM refuses for quota per 100 launches, with the
+/// plugin reading the quota first and without.
+#[tokio::test]
+async fn quota_read_first_means_no_refused_create_per_hundred_launches() {
+    let (launched, refused) = a_hundred_launches_under_tight_quotas(&[]).await;
+    let (launched_unchecked, refused_unchecked) =
+        a_hundred_launches_under_tight_quotas(&[("QUOTA_CHECK", "false")]).await;
+    eprintln!(
+        "100 launches under 52-vCPU family quotas: quota checked: {launched} launched, {refused} creates refused; unchecked: {launched_unchecked} launched, {refused_unchecked} creates refused"
+    );
+    assert_eq!(refused, 0);
+    assert_eq!(launched, 100);
+    // Unchecked, each refused create is a launch that failed (the host
+    // tries the NodeClaim again); the family is then kept out at once.
+    assert_eq!(launched_unchecked + refused_unchecked, 100);
+    assert!(refused_unchecked > 0);
+}
