@@ -24,6 +24,45 @@ use tower::retry::RetryLayer;
 /// otherwise keep it acting past its lease.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// kube's server retry, but for evictions: their 429 is a
+/// PodDisruptionBudget saying "not now" (with Retry-After 10 s), which the
+/// drain asks again itself while it watches its deadline. Retried here, one
+/// blocked eviction held the drain for minutes.
+#[derive(Clone)]
+struct Retry(RetryPolicy);
+
+fn is_eviction<B>(req: &http::Request<B>) -> bool {
+    req.uri().path().ends_with("/eviction")
+}
+
+impl<Res> tower::retry::Policy<http::Request<Body>, http::Response<Res>, tower::BoxError>
+    for Retry
+{
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        req: &mut http::Request<Body>,
+        result: &mut Result<http::Response<Res>, tower::BoxError>,
+    ) -> Option<Self::Future> {
+        if is_eviction(req) {
+            return None;
+        }
+        self.0.retry(req, result)
+    }
+
+    fn clone_request(&mut self, req: &http::Request<Body>) -> Option<http::Request<Body>> {
+        if is_eviction(req) {
+            return None;
+        }
+        <RetryPolicy as tower::retry::Policy<
+            http::Request<Body>,
+            http::Response<Res>,
+            tower::BoxError,
+        >>::clone_request(&mut self.0, req)
+    }
+}
+
 pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
     let tls = config
         .rustls_client_config()
@@ -51,7 +90,7 @@ pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
     // honouring Retry-After (API Priority and Fairness answers 429).
     let retry = config
         .default_retry
-        .then(|| RetryLayer::new(RetryPolicy::server_retry()));
+        .then(|| RetryLayer::new(Retry(RetryPolicy::server_retry())));
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(retry)

@@ -4,7 +4,9 @@
 //! the VM at NotBefore. The controller taints and drains the node at once,
 //! the pods run on a replacement before the VM is gone, the replacement is
 //! not the spot offering (size and zone) that was just evicted, and the
-//! drained VM is deleted before Azure would evict it.
+//! drained VM is deleted before Azure would evict it. Then, with a
+//! PodDisruptionBudget allowing no eviction, the drain waits for the budget
+//! until the notice ends and deletes the pod then.
 //!
 //! Needs what `azure_cluster` needs.
 
@@ -167,6 +169,50 @@ async fn an_evicted_spot_node_is_drained_and_replaced_before_the_vm_goes() {
         "VM and NodeClaim gone {:.1}s after the notice",
         noticed.elapsed().as_secs_f64()
     );
+    // A PodDisruptionBudget that allows no eviction holds the drain until
+    // the notice ends, not past it.
+    apply(
+        &c,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": APP, "namespace": ns},
+               "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": APP}}}}),
+    );
+    let victim = replacements[0].clone();
+    let noticed = Instant::now();
+    arm.admin(
+        "evict",
+        json!({"vm": victim, "noticeSeconds": NOTICE_SECONDS}),
+    )
+    .await;
+    wait_for(
+        "the PDB-held pod leaving at the deadline",
+        Duration::from_secs(NOTICE_SECONDS + 30),
+        || async {
+            let on_victim = app_pods(&client, &ns)
+                .await
+                .into_iter()
+                .filter(|p| node_of(p).as_deref() == Some(victim.as_str()) && running(p))
+                .count();
+            if on_victim == 0 {
+                Ok(())
+            } else {
+                Err(format!("{on_victim} pod on {victim}"))
+            }
+        },
+    )
+    .await;
+    let left_after = noticed.elapsed().as_secs_f64();
+    eprintln!(
+        "with a PDB allowing no eviction, the pod left {left_after:.1}s after a {NOTICE_SECONDS}s notice"
+    );
+    assert!(
+        left_after >= NOTICE_SECONDS as f64 - 3.0 && left_after <= NOTICE_SECONDS as f64 + 10.0,
+        "the PDB held the pod until the deadline, not past it: it left after {left_after:.1}s"
+    );
+    wait_for("2 pods running again", Duration::from_secs(120), || {
+        pods_running(&client, &ns, APP, 2)
+    })
+    .await;
     tear_down(&c, &client, &arm, &ns, APP).await;
     drop(controller);
 }
