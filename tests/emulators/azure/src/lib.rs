@@ -438,7 +438,7 @@ impl Emulator {
 
     /// Announces evictions and carries out those whose time has come.
     async fn sweep_evictions(&self) {
-        let (announce, due): (Vec<eviction::Eviction>, Vec<(String, String)>) = {
+        let (announce, due): (Vec<eviction::Eviction>, Vec<String>) = {
             let mut st = self.lock();
             let now = jiff::Timestamp::now();
             let mut announce = Vec::new();
@@ -461,7 +461,7 @@ impl Emulator {
                         let nic = nic_key(nic);
                         st.nics.remove(&nic);
                     }
-                    gone.push((e.vm_key, e.node));
+                    gone.push(e.node);
                 }
             }
             (announce, gone)
@@ -473,7 +473,7 @@ impl Emulator {
                 }
             }
         }
-        for (_, node) in due {
+        for node in due {
             self.apply(Effect::Deregister(node)).await;
         }
     }
@@ -1356,6 +1356,7 @@ impl Emulator {
             )
         };
         if reserved {
+            // The reservation's quota is taken already.
         } else if spot {
             if let Some(limit) = quota.low_priority_cores {
                 let used = self.cores_in_use(&st, |v, _| {
