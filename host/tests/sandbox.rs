@@ -211,7 +211,7 @@ async fn an_unsupported_contract_version_is_refused_before_instantiation() {
         .err()
         .expect("refused");
     let text = format!("{err:#}");
-    assert!(text.contains("implements karpenter:provider@0.9.0, which this host does not support (supported: 0.1.3, 0.1.2, 0.1.1, 0.1.0)"), "{text}");
+    assert!(text.contains("implements karpenter:provider@0.9.0, which this host does not support (supported: 0.1.4, 0.1.3, 0.1.2, 0.1.1, 0.1.0)"), "{text}");
 }
 
 /// Hostile plugins run one at a time, so each one's peak RSS is its own.

@@ -3,18 +3,19 @@
 //! their patch only add imports (`@since`), so one module generated from the
 //! newest patch serves them all: wasmtime links a plugin's `@0.1.0` imports
 //! and finds its `@0.1.0` export through the `@0.1.2` names by semver. The
-//! `catalog` (0.1.2) and `interruption` (0.1.3) exports are optional: their
-//! bindings are generated apart and looked up per component.
+//! `catalog` (0.1.2), `interruption` (0.1.3) and `catalog-table` (0.1.4)
+//! exports are optional: their bindings are generated apart and looked up
+//! per component.
 
 /// The names of the contract versions this host supports, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.3", "0.1.2", "0.1.1", "0.1.0"];
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.4", "0.1.3", "0.1.2", "0.1.1", "0.1.0"];
 
 /// The interface a provider exports, without version: `<this>@<version>`.
 pub const PROVIDER_EXPORT: &str = "karpenter:provider/provider";
 
-pub mod v0_1_3 {
+pub mod v0_1_4 {
     wasmtime::component::bindgen!({
-        path: "../wit/v0.1.3",
+        path: "../wit/v0.1.4",
         world: "provider-plugin",
         imports: { default: async },
         exports: { default: async },
@@ -32,7 +33,7 @@ pub mod v0_1_3 {
 macro_rules! optional_export {
     ($world:literal) => {
         wasmtime::component::bindgen!({
-            path: "../wit/v0.1.3",
+            path: "../wit/v0.1.4",
             world: $world,
             imports: { default: async },
             exports: { default: async },
@@ -40,13 +41,13 @@ macro_rules! optional_export {
                 "wasi:http": wasmtime_wasi_http::p2::bindings::http,
                 "wasi:io": wasmtime_wasi::p2::bindings::io,
                 "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-                "karpenter:provider/types": super::v0_1_3::karpenter::provider::types,
-                "karpenter:provider/log": super::v0_1_3::karpenter::provider::log,
-                "karpenter:provider/config": super::v0_1_3::karpenter::provider::config,
-                "karpenter:provider/tokens": super::v0_1_3::karpenter::provider::tokens,
-                "karpenter:provider/cache": super::v0_1_3::karpenter::provider::cache,
-                "karpenter:provider/cluster": super::v0_1_3::karpenter::provider::cluster,
-                "karpenter:provider/signing": super::v0_1_3::karpenter::provider::signing,
+                "karpenter:provider/types": super::v0_1_4::karpenter::provider::types,
+                "karpenter:provider/log": super::v0_1_4::karpenter::provider::log,
+                "karpenter:provider/config": super::v0_1_4::karpenter::provider::config,
+                "karpenter:provider/tokens": super::v0_1_4::karpenter::provider::tokens,
+                "karpenter:provider/cache": super::v0_1_4::karpenter::provider::cache,
+                "karpenter:provider/cluster": super::v0_1_4::karpenter::provider::cluster,
+                "karpenter:provider/signing": super::v0_1_4::karpenter::provider::signing,
             },
             additional_derives: [serde::Serialize],
         });
@@ -59,13 +60,19 @@ pub mod catalog {
     pub use exports::karpenter::provider::catalog::*;
 }
 
+/// The optional `catalog-table` export (0.1.4).
+pub mod catalog_table {
+    optional_export!("provider-plugin-with-catalog-table");
+    pub use exports::karpenter::provider::catalog_table::*;
+}
+
 /// The optional `interruption` export (0.1.3).
 pub mod interruption {
     optional_export!("provider-plugin-with-interruption");
     pub use exports::karpenter::provider::interruption::*;
 }
 
-pub use v0_1_3::karpenter::provider::types as wit;
+pub use v0_1_4::karpenter::provider::types as wit;
 
 /// As the contract names it, for messages (`Debug` would say
 /// `InstanceState::Running`).
@@ -151,6 +158,11 @@ mod tests {
                 "0.1.3",
                 include_str!("../../wit/v0.1.3/provider.wit"),
                 "c37ba9110043d6c0d842b8454870addc02f8fc0e95a61b0d51cf0037229d0b6f",
+            ),
+            (
+                "0.1.4",
+                include_str!("../../wit/v0.1.4/provider.wit"),
+                "0f52f1d75e5709bda0388565cdcd52a6fcbe4edee5f30639b0d136544effb407",
             ),
         ];
         for (version, wit, sha256) in released {

@@ -4,8 +4,9 @@
 //! compile finishes; instances made from the quick code are dropped then.
 
 use super::bindings::catalog::GuestIndices as CatalogIndices;
+use super::bindings::catalog_table::GuestIndices as TableIndices;
 use super::bindings::interruption::GuestIndices as InterruptionIndices;
-use super::bindings::v0_1_3::ProviderPluginPre;
+use super::bindings::v0_1_4::ProviderPluginPre;
 use super::state::State;
 use std::sync::{Arc, RwLock};
 use wasmtime::component::{Component, Linker};
@@ -15,6 +16,8 @@ pub(super) struct Code {
     pub pre: ProviderPluginPre<State>,
     /// Where the optional compact `catalog` export is, when the plugin has it.
     pub catalog: Option<CatalogIndices>,
+    /// Where the optional `catalog-table` export is, when the plugin has it.
+    pub table: Option<TableIndices>,
     /// Where the optional `interruption` export is, when the plugin has it.
     pub interruption: Option<InterruptionIndices>,
     pub optimized: bool,
@@ -49,12 +52,14 @@ impl CodeSlot {
 fn code(linker: &Linker<State>, component: Component, optimized: bool) -> anyhow::Result<Code> {
     let instance_pre = linker.instantiate_pre(&component)?;
     let catalog = CatalogIndices::new(&instance_pre).ok();
+    let table = TableIndices::new(&instance_pre).ok();
     let interruption = InterruptionIndices::new(&instance_pre).ok();
     let pre = ProviderPluginPre::new(instance_pre)?;
     Ok(Code {
         component,
         pre,
         catalog,
+        table,
         interruption,
         optimized,
     })

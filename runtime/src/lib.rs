@@ -10,7 +10,7 @@ mod allowlist;
 pub mod bindings;
 mod budget;
 pub mod capabilities;
-mod catalog;
+pub mod catalog;
 mod code;
 mod compile;
 mod config;
@@ -28,6 +28,7 @@ mod stderr;
 pub mod validate;
 
 pub use bindings::wit;
+pub use catalog::InstanceTypes;
 pub use compile::{Compiler, Tier, compile_stdin_to_stdout};
 pub use config::PluginConfig;
 pub use plugin::{CallError, InvalidMetadata, Plugin};

@@ -7,10 +7,11 @@
 //! next call gets a fresh one.
 
 use super::bindings::catalog::Guest as CatalogGuest;
-use super::bindings::v0_1_3::ProviderPlugin;
+use super::bindings::v0_1_4::ProviderPlugin;
 use super::bindings::wit;
 use super::budget::OverBudget;
 use super::capabilities::Capabilities;
+use super::catalog::{self, InstanceTypes, Table};
 use super::code::{Code, CodeSlot};
 use super::http::PluginHttp;
 use super::metrics::CallMetrics;
@@ -83,17 +84,44 @@ pub fn describe(e: &wit::Error) -> String {
     }
 }
 
-/// What an instance exports: the provider and, optionally, the compact catalog.
+/// What an instance exports: the provider and the optional exports it has.
 struct Exports {
     provider: ProviderPlugin,
     catalog: Option<CatalogGuest>,
+    table: Option<super::bindings::catalog_table::Guest>,
     interruption: Option<super::bindings::interruption::Guest>,
 }
 
-/// What get-instance-types answered, in either form.
+impl Exports {
+    /// The plugin's most compact answer: its tables, else its compact
+    /// catalog; none when it exports neither or both answer none.
+    async fn compact(
+        &self,
+        s: &mut Store<State>,
+        pool: &wit::NodePool,
+        class: &wit::NodeClass,
+    ) -> wasmtime::Result<Result<Option<Answer>, wit::Error>> {
+        if let Some(table) = &self.table {
+            match table.call_get_table(&mut *s, pool, class).await? {
+                Ok(None) => {}
+                answered => return Ok(answered.map(|t| t.map(Answer::Table))),
+            }
+        }
+        if let Some(catalog) = &self.catalog {
+            return Ok(catalog
+                .call_get_catalog(s, pool, class)
+                .await?
+                .map(|c| c.map(Answer::Compact)));
+        }
+        Ok(Ok(None))
+    }
+}
+
+/// What get-instance-types answered, in any of its forms.
 enum Answer {
     Listed(Vec<wit::InstanceType>),
     Compact(super::bindings::catalog::Catalog),
+    Table(super::bindings::catalog_table::InstanceTypeTable),
 }
 
 struct Warm {
@@ -244,6 +272,10 @@ impl Plugin {
                 Some(indices) => Some(indices.load(&mut store, &instance)?),
                 None => None,
             };
+            let table = match &code.table {
+                Some(indices) => Some(indices.load(&mut store, &instance)?),
+                None => None,
+            };
             let interruption = match &code.interruption {
                 Some(indices) => Some(indices.load(&mut store, &instance)?),
                 None => None,
@@ -251,6 +283,7 @@ impl Plugin {
             wasmtime::Result::Ok(Exports {
                 provider,
                 catalog,
+                table,
                 interruption,
             })
         };
@@ -442,27 +475,30 @@ impl Plugin {
         &self,
         pool: &wit::NodePool,
         class: &wit::NodeClass,
-    ) -> Result<Vec<wit::InstanceType>, CallError> {
+    ) -> Result<InstanceTypes, CallError> {
         const CALL: &str = "get-instance-types";
         let types = self.instance_types(CALL, pool, class).await?;
-        validate::instance_types(&types).map_err(|e| self.invalid(CALL, e))?;
+        let checked = match &types {
+            InstanceTypes::Listed(listed) => validate::instance_types(listed.iter()),
+            InstanceTypes::Table(table) => validate::instance_types(table.rows()),
+        };
+        checked.map_err(|e| self.invalid(CALL, e))?;
         Ok(types)
     }
 
-    /// The plugin's catalog, from its compact `catalog` export when it has one.
+    /// The plugin's catalog, from its most compact export: the tables, then
+    /// the compact catalog, then the listed instance types.
     async fn instance_types(
         &self,
         call: &'static str,
         pool: &wit::NodePool,
         class: &wit::NodeClass,
-    ) -> Result<Vec<wit::InstanceType>, CallError> {
+    ) -> Result<InstanceTypes, CallError> {
         let r = self.call(call, async |s, b| {
-            if let Some(catalog) = &b.catalog {
-                match catalog.call_get_catalog(&mut *s, pool, class).await? {
-                    Ok(Some(compact)) => return Ok(Ok(Answer::Compact(compact))),
-                    Ok(None) => {}
-                    Err(e) => return Ok(Err(e)),
-                }
+            match b.compact(&mut *s, pool, class).await? {
+                Ok(Some(answer)) => return Ok(Ok(answer)),
+                Ok(None) => {}
+                Err(e) => return Ok(Err(e)),
             }
             Ok(b.provider
                 .karpenter_provider_provider()
@@ -470,16 +506,21 @@ impl Plugin {
                 .await?
                 .map(Answer::Listed))
         });
-        match self.typed(call, r.await?)? {
-            Answer::Listed(types) => Ok(types),
-            Answer::Compact(catalog) => {
-                super::catalog::expand(&catalog).map_err(|e| self.invalid(call, e))
-            }
-        }
+        self.answer(call, self.typed(call, r.await?)?)
+    }
+
+    /// An answer checked for indices and spans, in the form the host keeps.
+    fn answer(&self, call: &'static str, answer: Answer) -> Result<InstanceTypes, CallError> {
+        let types = match answer {
+            Answer::Listed(types) => Ok(InstanceTypes::Listed(types)),
+            Answer::Compact(catalog) => catalog::expand(&catalog).map(InstanceTypes::Listed),
+            Answer::Table(table) => Table::check(table).map(InstanceTypes::Table),
+        };
+        types.map_err(|e| self.invalid(call, e))
     }
 
     /// get-instance-types through the provider export alone, for the kit to
-    /// compare with the compact catalog.
+    /// compare with the compact forms.
     pub async fn listed_instance_types(
         &self,
         pool: &wit::NodePool,
@@ -495,33 +536,36 @@ impl Plugin {
         self.typed(CALL, r.await?)
     }
 
-    /// get-catalog alone, expanded: none when the plugin has no catalog
-    /// export or answers none, for the kit to tell whether it compared
-    /// anything.
+    /// The compact form the host would use, alone and expanded, with the
+    /// name of the call that gave it: get-table, else get-catalog. None when
+    /// the plugin exports neither or both answer none, for the kit to tell
+    /// whether it compared anything.
     pub async fn compact_instance_types(
         &self,
         pool: &wit::NodePool,
         class: &wit::NodeClass,
-    ) -> Result<Option<Vec<wit::InstanceType>>, CallError> {
-        const CALL: &str = "get-catalog";
+    ) -> Result<Option<(&'static str, Vec<wit::InstanceType>)>, CallError> {
+        const CALL: &str = "get-table or get-catalog";
         if !self.has_catalog() {
             return Ok(None);
         }
-        let r = self.call(CALL, async |s, b| match &b.catalog {
-            Some(catalog) => catalog.call_get_catalog(s, pool, class).await,
-            None => Ok(Ok(None)),
-        });
-        match self.typed(CALL, r.await?)? {
-            Some(compact) => super::catalog::expand(&compact)
-                .map(Some)
-                .map_err(|e| self.invalid(CALL, e)),
-            None => Ok(None),
-        }
+        let r = self.call(CALL, async |s, b| b.compact(s, pool, class).await);
+        let Some(answer) = self.typed(CALL, r.await?)? else {
+            return Ok(None);
+        };
+        let call = match answer {
+            Answer::Table(_) => "get-table",
+            _ => "get-catalog",
+        };
+        let types = self.answer(call, answer)?;
+        Ok(Some((call, types.into_listed())))
     }
 
-    /// Whether the plugin exports the compact catalog (contract 0.1.2).
+    /// Whether the plugin exports a compact form of its catalog (contract
+    /// 0.1.2's `catalog` or 0.1.4's `catalog-table`).
     pub fn has_catalog(&self) -> bool {
-        self.code.current().catalog.is_some()
+        let code = self.code.current();
+        code.catalog.is_some() || code.table.is_some()
     }
 
     /// get-instance-types without the host's checks: the conformance kit
@@ -531,7 +575,10 @@ impl Plugin {
         pool: &wit::NodePool,
         class: &wit::NodeClass,
     ) -> Result<Vec<wit::InstanceType>, CallError> {
-        self.instance_types("get-instance-types", pool, class).await
+        Ok(self
+            .instance_types("get-instance-types", pool, class)
+            .await?
+            .into_listed())
     }
 
     /// What the operator granted this plugin, limits included.

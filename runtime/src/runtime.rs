@@ -1,7 +1,7 @@
 //! The wasmtime engine every plugin runs in, its linker with the host
 //! capabilities, and what is shared across plugins.
 
-use super::bindings::v0_1_3;
+use super::bindings::v0_1_4;
 use super::budget::MemoryBudget;
 use super::capabilities::{
     Capabilities, cache::KvCache, cluster::ClusterView, log::LogLimiter, secrets::SecretStore,
@@ -285,7 +285,7 @@ fn linker(engine: &Engine) -> anyhow::Result<Linker<State>> {
     let mut linker: Linker<State> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    use v0_1_3::karpenter::provider as wit;
+    use v0_1_4::karpenter::provider as wit;
     wit::types::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
     wit::log::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
     wit::config::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;

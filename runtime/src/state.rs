@@ -205,7 +205,7 @@ impl WasiHttpView for State {
     }
 }
 
-impl super::bindings::v0_1_3::karpenter::provider::types::Host for State {}
+impl super::bindings::v0_1_4::karpenter::provider::types::Host for State {}
 
 #[cfg(test)]
 mod tests {

@@ -52,26 +52,131 @@ pub fn node_class_status(s: &wit::NodeClassStatus) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn instance_types(types: &[wit::InstanceType]) -> anyhow::Result<()> {
+pub fn instance_types<T: TypeView>(types: impl ExactSizeIterator<Item = T>) -> anyhow::Result<()> {
     ensure!(
         types.len() <= MAX_INSTANCE_TYPES,
         "{} instance types (at most {MAX_INSTANCE_TYPES})",
         types.len()
     );
+    let types: Vec<T> = types.collect();
     let mut names = BTreeSet::new();
-    for it in types {
-        instance_type(it).with_context(|| format!("instance type {:?}", it.name))?;
+    for it in &types {
+        instance_type(it).with_context(|| format!("instance type {:?}", it.name()))?;
         ensure!(
-            names.insert(it.name.as_str()),
+            names.insert(it.name()),
             "instance type {:?} appears twice",
-            it.name
+            it.name()
         );
     }
     Ok(())
 }
 
-fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
-    ensure!(!it.name.is_empty(), "empty name");
+/// What the checks read of an instance type, in whichever form the plugin
+/// gave it (listed, or a row of its tables).
+pub trait TypeView {
+    fn name(&self) -> &str;
+    fn requirement_views(&self) -> impl Iterator<Item = RequirementView<'_>>;
+    fn offering_views(&self) -> impl Iterator<Item = OfferingView<'_>>;
+    fn resource_views(&self, which: Resources) -> impl Iterator<Item = (&str, &str)>;
+}
+
+impl<T: TypeView> TypeView for &T {
+    fn name(&self) -> &str {
+        (*self).name()
+    }
+
+    fn requirement_views(&self) -> impl Iterator<Item = RequirementView<'_>> {
+        (*self).requirement_views()
+    }
+
+    fn offering_views(&self) -> impl Iterator<Item = OfferingView<'_>> {
+        (*self).offering_views()
+    }
+
+    fn resource_views(&self, which: Resources) -> impl Iterator<Item = (&str, &str)> {
+        (*self).resource_views(which)
+    }
+}
+
+pub struct RequirementView<'a> {
+    pub key: &'a str,
+    pub operator: wit::Operator,
+    pub values: usize,
+    pub first: Option<&'a str>,
+}
+
+pub struct OfferingView<'a> {
+    pub zone: &'a str,
+    pub capacity_type: &'a str,
+    pub price: f64,
+}
+
+/// An instance type's resource lists.
+#[derive(Clone, Copy, Debug)]
+pub enum Resources {
+    Capacity,
+    KubeReserved,
+    SystemReserved,
+    EvictionThreshold,
+}
+
+impl Resources {
+    const ALL: [Resources; 4] = [
+        Resources::Capacity,
+        Resources::KubeReserved,
+        Resources::SystemReserved,
+        Resources::EvictionThreshold,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Resources::Capacity => "capacity",
+            Resources::KubeReserved => "kube-reserved",
+            Resources::SystemReserved => "system-reserved",
+            Resources::EvictionThreshold => "eviction-threshold",
+        }
+    }
+}
+
+impl TypeView for wit::InstanceType {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn requirement_views(&self) -> impl Iterator<Item = RequirementView<'_>> {
+        self.requirements.iter().map(|r| RequirementView {
+            key: &r.key,
+            operator: r.operator,
+            values: r.values.len(),
+            first: r.values.first().map(String::as_str),
+        })
+    }
+
+    fn offering_views(&self) -> impl Iterator<Item = OfferingView<'_>> {
+        self.offerings.iter().map(|o| OfferingView {
+            zone: &o.zone,
+            capacity_type: &o.capacity_type,
+            price: o.price,
+        })
+    }
+
+    fn resource_views(&self, which: Resources) -> impl Iterator<Item = (&str, &str)> {
+        let list = match which {
+            Resources::Capacity => &self.capacity,
+            Resources::KubeReserved => &self.overhead.kube_reserved,
+            Resources::SystemReserved => &self.overhead.system_reserved,
+            Resources::EvictionThreshold => &self.overhead.eviction_threshold,
+        };
+        pairs(list)
+    }
+}
+
+fn pairs(list: &wit::ResourceList) -> impl Iterator<Item = (&str, &str)> {
+    list.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+fn instance_type(it: &impl TypeView) -> anyhow::Result<()> {
+    ensure!(!it.name().is_empty(), "empty name");
     well_known_labels(it)?;
     requirements(it)?;
     offerings(it)?;
@@ -80,10 +185,10 @@ fn instance_type(it: &wit::InstanceType) -> anyhow::Result<()> {
 }
 
 /// Every well-known label is defined by a requirement.
-pub fn well_known_labels(it: &wit::InstanceType) -> anyhow::Result<()> {
+pub fn well_known_labels(it: &impl TypeView) -> anyhow::Result<()> {
     for label in WELL_KNOWN_LABELS {
         ensure!(
-            it.requirements.iter().any(|r| r.key == label),
+            it.requirement_views().any(|r| r.key == label),
             "does not define the well-known label {label}"
         );
     }
@@ -91,17 +196,13 @@ pub fn well_known_labels(it: &wit::InstanceType) -> anyhow::Result<()> {
 }
 
 /// Operators have the values they need.
-pub fn requirements(it: &wit::InstanceType) -> anyhow::Result<()> {
-    for r in &it.requirements {
+pub fn requirements(it: &impl TypeView) -> anyhow::Result<()> {
+    for r in it.requirement_views() {
         use wit::Operator::*;
         match r.operator {
-            In => ensure!(
-                !r.values.is_empty(),
-                "requirement {} In has no values",
-                r.key
-            ),
+            In => ensure!(r.values > 0, "requirement {} In has no values", r.key),
             Gt | Lt | Gte | Lte => ensure!(
-                r.values.len() == 1 && r.values[0].parse::<i64>().is_ok(),
+                r.values == 1 && r.first.is_some_and(|v| v.parse::<i64>().is_ok()),
                 "requirement {} {:?} needs one integer value",
                 r.key,
                 r.operator
@@ -113,9 +214,9 @@ pub fn requirements(it: &wit::InstanceType) -> anyhow::Result<()> {
 }
 
 /// There are offerings, each with a zone and a capacity type.
-pub fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
-    ensure!(!it.offerings.is_empty(), "has no offerings");
-    for o in &it.offerings {
+pub fn offerings(it: &impl TypeView) -> anyhow::Result<()> {
+    ensure!(it.offering_views().next().is_some(), "has no offerings");
+    for o in it.offering_views() {
         ensure!(!o.zone.is_empty(), "an offering has no zone");
         ensure!(
             !o.capacity_type.is_empty(),
@@ -127,8 +228,8 @@ pub fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
 }
 
 /// Every price is a finite, non-negative number.
-pub fn prices(it: &wit::InstanceType) -> anyhow::Result<()> {
-    for o in &it.offerings {
+pub fn prices(it: &impl TypeView) -> anyhow::Result<()> {
+    for o in it.offering_views() {
         ensure!(
             o.price.is_finite() && o.price >= 0.0,
             "offering {}/{} has price {}, not a finite non-negative number",
@@ -141,11 +242,10 @@ pub fn prices(it: &wit::InstanceType) -> anyhow::Result<()> {
 }
 
 /// Quantities parse, and cpu, memory and pods are left after overhead.
-pub fn allocatable(it: &wit::InstanceType) -> anyhow::Result<()> {
-    let capacity = resources(&it.capacity).context("capacity")?;
-    let kube = resources(&it.overhead.kube_reserved).context("kube-reserved")?;
-    let system = resources(&it.overhead.system_reserved).context("system-reserved")?;
-    let eviction = resources(&it.overhead.eviction_threshold).context("eviction-threshold")?;
+pub fn allocatable(it: &impl TypeView) -> anyhow::Result<()> {
+    let [capacity, kube, system, eviction] = Resources::ALL
+        .map(|which| resources(it.resource_views(which)).with_context(|| which.name().to_string()));
+    let (capacity, kube, system, eviction) = (capacity?, kube?, system?, eviction?);
     for resource in ["cpu", "memory", "pods"] {
         let get = |list: &[(&str, i64)]| {
             list.iter()
@@ -163,14 +263,16 @@ pub fn allocatable(it: &wit::InstanceType) -> anyhow::Result<()> {
 }
 
 /// Parses a resource list; lists are a handful of entries, so no map.
-fn resources(list: &[(String, String)]) -> anyhow::Result<Vec<(&str, i64)>> {
-    let mut out: Vec<(&str, i64)> = Vec::with_capacity(list.len());
+fn resources<'a>(
+    list: impl Iterator<Item = (&'a str, &'a str)>,
+) -> anyhow::Result<Vec<(&'a str, i64)>> {
+    let mut out: Vec<(&str, i64)> = Vec::with_capacity(4);
     for (name, q) in list {
         let v = parse_resource(name, q).with_context(|| format!("resource {name}"))?;
         if v < 0 {
             bail!("resource {name} is negative ({q})");
         }
-        if out.iter().any(|(k, _)| k == name) {
+        if out.iter().any(|(k, _)| *k == name) {
             bail!("resource {name} appears twice");
         }
         out.push((name, v));
@@ -195,8 +297,8 @@ pub fn instance(i: &wit::Instance, meta: &wit::ProviderMetadata) -> anyhow::Resu
         "instance {} names no NodeClaim",
         i.provider_id
     );
-    resources(&i.capacity).context("capacity")?;
-    resources(&i.allocatable).context("allocatable")?;
+    resources(pairs(&i.capacity)).context("capacity")?;
+    resources(pairs(&i.allocatable)).context("allocatable")?;
     Ok(())
 }
 

@@ -181,7 +181,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         r.trivial_call_us
                     );
                     outln!(
-                        "get-instance-types ({} types)   {:>9.1} us compact catalog, {:.1} us listed ({:.1}x)",
+                        "get-instance-types ({} types)   {:>9.1} us as tables, {:.1} us listed ({:.1}x)",
                         r.instance_types,
                         r.get_instance_types_us,
                         r.listed_instance_types_us,

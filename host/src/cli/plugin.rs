@@ -214,7 +214,12 @@ async fn call_cmd(args: CallArgs) -> anyhow::Result<ExitCode> {
                 }
                 None => default_pool(&plugin, &node_class),
             };
-            serde_json::to_value(plugin.get_instance_types(&pool, &node_class).await?)?
+            serde_json::to_value(
+                plugin
+                    .get_instance_types(&pool, &node_class)
+                    .await?
+                    .into_listed(),
+            )?
         }
         Function::ListInstances => serde_json::to_value(plugin.list().await?)?,
         Function::RepairPolicies => serde_json::to_value(plugin.repair_policies().await?)?,

@@ -166,13 +166,14 @@ fn offerings(it: &wit::InstanceType) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A plugin's compact catalog (contract 0.1.2), when it answers one, is what
-/// the host uses, so it must list what get-instance-types lists. `compact`
-/// is get-catalog's own answer, `listed` get-instance-types' (asked only when
-/// there is a compact catalog to compare).
+/// A plugin's compact catalog, when it answers one (the tables of contract
+/// 0.1.4, else the compact catalog of 0.1.2), is what the host uses, so it
+/// must list what get-instance-types lists. `compact` is that call's own
+/// answer with the call's name, `listed` get-instance-types' (asked only
+/// when there is a compact catalog to compare).
 pub(super) fn compact_matches(
     report: &mut Report,
-    compact: Result<Option<Vec<wit::InstanceType>>, String>,
+    compact: Result<Option<(&str, Vec<wit::InstanceType>)>, String>,
     listed: Option<Result<Vec<wit::InstanceType>, String>>,
 ) {
     const ID: &str = "compact-catalog";
@@ -180,18 +181,20 @@ pub(super) fn compact_matches(
     let result = match (compact, listed) {
         (Err(e), _) => Err(e),
         (Ok(None), _) | (Ok(Some(_)), None) => Ok(
-            "no compact catalog (no catalog export, or get-catalog answers none): get-instance-types is used"
+            "no compact catalog (no catalog-table or catalog export, or get-table and get-catalog answer none): get-instance-types is used"
                 .into(),
         ),
-        (Ok(Some(_)), Some(Err(e))) => Err(format!(
-            "get-instance-types failed where get-catalog answered: {e}"
+        (Ok(Some((call, _))), Some(Err(e))) => Err(format!(
+            "get-instance-types failed where {call} answered: {e}"
         )),
-        (Ok(Some(compact)), Some(Ok(listed))) => same_types(&compact, &listed),
+        (Ok(Some((call, compact))), Some(Ok(listed))) => same_types(call, &compact, &listed)
+            .map(|counted| format!("{call}: {counted}")),
     };
     report.push(ID, TITLE, result);
 }
 
 fn same_types(
+    call: &str,
     compact: &[wit::InstanceType],
     listed: &[wit::InstanceType],
 ) -> Result<String, String> {
@@ -216,7 +219,7 @@ fn same_types(
             |name| match (compact_types.get(name), listed_types.get(name)) {
                 (Some(a), Some(b)) if a == b => None,
                 (Some(_), Some(_)) => Some(format!("instance type {name:?} differs")),
-                (Some(_), None) => Some(format!("instance type {name:?} is only in get-catalog")),
+                (Some(_), None) => Some(format!("instance type {name:?} is only in {call}")),
                 (None, _) => Some(format!(
                     "instance type {name:?} is only in get-instance-types"
                 )),

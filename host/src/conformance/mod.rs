@@ -118,7 +118,10 @@ pub async fn run(plugin: &Plugin, options: &Options) -> Report {
         .map_err(|e| e.to_string());
     catalog::check(&mut report, &types);
     let compact = calls
-        .track("get-catalog", plugin.compact_instance_types(&pool, &class))
+        .track(
+            "get-table or get-catalog",
+            plugin.compact_instance_types(&pool, &class),
+        )
         .await
         .map_err(|e| e.to_string());
     let listed = match &compact {

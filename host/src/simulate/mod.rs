@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_controller::crds::NodePool;
 use karpenter_controller::records;
 use karpenter_controller::snapshot::{self, cluster::Objects, disruption::Observed};
-use karpenter_runtime::{Registry, wit};
+use karpenter_runtime::Registry;
 use manifests::Manifests;
 use serde::Serialize;
 use state::State;
@@ -207,7 +207,7 @@ async fn instance_types(
     np: &NodePool,
     state: &State,
     registry: &Registry,
-) -> anyhow::Result<Vec<wit::InstanceType>> {
+) -> anyhow::Result<karpenter_runtime::InstanceTypes> {
     let name = np.metadata.name.as_deref().unwrap_or_default();
     let class_ref = &np.spec.template.spec.node_class_ref;
     let plugin = registry

@@ -193,7 +193,7 @@ async fn a_compact_catalog_must_match_the_listed_one() {
     // says so rather than claiming a match.
     let report = test("broken", &[], None).await;
     match &report.get("compact-catalog").expect("checked").outcome {
-        Outcome::Pass(detail) => assert!(detail.contains("answers none"), "{detail}"),
+        Outcome::Pass(detail) => assert!(detail.contains("answer none"), "{detail}"),
         other => panic!("{other:?}"),
     }
     let report = test("broken", &[("MODE", "catalog-bad-index")], None).await;
@@ -203,6 +203,31 @@ async fn a_compact_catalog_must_match_the_listed_one() {
             && why.contains("out of range"),
         "{why}"
     );
+}
+
+/// The same for the tables of contract 0.1.4, which the host asks first.
+#[tokio::test]
+async fn a_catalog_table_must_match_the_listed_one() {
+    let report = test("broken", &[("MODE", "table-differs")], None).await;
+    assert_eq!(report.failed(), ["compact-catalog"], "{report}");
+    let why = failure(&report, "compact-catalog");
+    assert!(why.contains("instance type \"large\" differs"), "{why}");
+    let report = test("broken", &[("MODE", "table-bad-span")], None).await;
+    let why = failure(&report, "get-instance-types");
+    assert!(
+        why.contains("returned an invalid result: instance type 0: span 0+")
+            && why.contains("of offerings out of range"),
+        "{why}"
+    );
+    // kwok answers tables, and they list what get-instance-types lists.
+    let report = test("kwok", &[], None).await;
+    match &report.get("compact-catalog").expect("checked").outcome {
+        Outcome::Pass(detail) => assert!(
+            detail.starts_with("get-table: 144 instance types"),
+            "{detail}"
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A call stopped at the memory limit is the sandbox's verdict, not a typed

@@ -6,6 +6,7 @@
 mod common;
 
 mod azure_workload_identity;
+mod catalog_table;
 mod child_compiler;
 mod conformance;
 mod outbound_http;

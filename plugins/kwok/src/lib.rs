@@ -17,7 +17,7 @@ mod karpenter_json;
 mod nodes;
 mod reservations;
 
-use karpenter_plugin_sdk::catalog::{Catalog, compact, string as catalog_string};
+use karpenter_plugin_sdk::catalog_table::{InstanceTypeTable, offerings, string, table};
 use karpenter_plugin_sdk::prelude::*;
 
 pub const GROUP: &str = "karpenter.kwok.sh";
@@ -165,38 +165,42 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
     }))
 }
 
-/// The compact catalog is built once per instance; each call copies it and
-/// marks what recently failed. Reservations' counts change with every
-/// launch, so with reservations there is no catalog kept ready.
 /// No notice before the cloud takes an instance.
 impl Interruption for Kwok {}
 
+/// The tables are built once per instance; each call copies them and marks
+/// what recently failed. Reservations' counts change with every launch, so
+/// with reservations there are no tables kept ready.
 impl CompactCatalog for Kwok {
-    fn get_catalog(_pool: NodePool, class: NodeClass) -> Result<Option<Catalog>, Error> {
+    fn get_table(_pool: NodePool, class: NodeClass) -> Result<Option<InstanceTypeTable>, Error> {
         ensure_kind(&class, GROUP, KIND)?;
         if !reservations::configured()?.is_empty() {
             return Ok(None);
         }
-        static COMPACT: std::sync::OnceLock<Result<Catalog, String>> = std::sync::OnceLock::new();
-        let base = COMPACT
+        static TABLE: std::sync::OnceLock<Result<InstanceTypeTable, String>> =
+            std::sync::OnceLock::new();
+        let base = TABLE
             .get_or_init(|| match imported() {
-                Some(Ok(types)) => Ok(compact(types)),
+                Some(Ok(types)) => Ok(table(types)),
                 Some(Err(e)) => Err(e.clone()),
-                None => Ok(compact(synthetic())),
+                None => Ok(table(synthetic())),
             })
             .as_ref()
             .map_err(|e| fatal(e.clone()))?;
         let mut out = base.clone();
         let unavailable = cache::keys("unavailable/");
         if !unavailable.is_empty() {
-            for it in &mut out.instance_types {
-                let name = catalog_string(base, it.name);
-                for o in &mut it.offerings {
-                    let zone = catalog_string(base, o.zone);
-                    let capacity_type = catalog_string(base, o.capacity_type);
-                    let key = catalog::unavailable_key(name, zone, capacity_type);
+            for it in &base.instance_types {
+                let name = string(base, it.name);
+                let start = it.offerings.start as usize;
+                for (i, o) in offerings(base, it).iter().enumerate() {
+                    let key = catalog::unavailable_key(
+                        name,
+                        string(base, o.zone),
+                        string(base, o.capacity_type),
+                    );
                     if unavailable.binary_search(&key).is_ok() {
-                        o.available = false;
+                        out.offerings[start + i].available = false;
                     }
                 }
             }

@@ -1,23 +1,32 @@
-//! The compact catalog (contract 0.1.2): every SDK provider exports it.
-//! By default it answers none, and the host asks `get_instance_types`:
-//! interning a catalog built per call costs more than the strings it saves.
-//! A provider whose catalog rarely changes builds it once with [`compact`]
-//! and answers with a copy ([`CompactCatalog::get_catalog`]), as kwok does.
+//! The compact forms of the catalog: `catalog` (contract 0.1.2) and
+//! `catalog-table` (0.1.4). Every SDK provider exports both. By default both
+//! answer none, and the host asks `get_instance_types`: interning a catalog
+//! built per call costs more than the strings it saves. A provider whose
+//! catalog rarely changes builds its tables once with
+//! [`crate::catalog_table::table`] and answers with a copy
+//! ([`CompactCatalog::get_table`]), as kwok does; the host asks `get-table`
+//! first.
 
 use crate::bindings::exports::karpenter::provider::catalog::Guest as CatalogGuest;
 pub use crate::bindings::exports::karpenter::provider::catalog::{
     Catalog, CatalogInstanceType, CatalogOffering, CatalogRequirement,
 };
+use crate::bindings::exports::karpenter::provider::catalog_table::Guest as TableGuest;
+use crate::bindings::exports::karpenter::provider::catalog_table::InstanceTypeTable;
 use crate::bindings::exports::karpenter::provider::provider::Guest;
 use crate::bindings::karpenter::provider::types::{
     Error, InstanceType, NodeClass, NodePool, Requirement,
 };
 use std::collections::HashMap;
 
-/// How a provider answers `catalog.get-catalog`. `impl CompactCatalog for
-/// MyCloud {}` keeps the default: none, so the host asks
-/// `get_instance_types`.
+/// How a provider answers `catalog-table.get-table` and
+/// `catalog.get-catalog`. `impl CompactCatalog for MyCloud {}` keeps the
+/// defaults: none, so the host asks `get_instance_types`.
 pub trait CompactCatalog: Guest {
+    fn get_table(_pool: NodePool, _class: NodeClass) -> Result<Option<InstanceTypeTable>, Error> {
+        Ok(None)
+    }
+
     fn get_catalog(_pool: NodePool, _class: NodeClass) -> Result<Option<Catalog>, Error> {
         Ok(None)
     }
@@ -26,6 +35,12 @@ pub trait CompactCatalog: Guest {
 impl<T: CompactCatalog> CatalogGuest for T {
     fn get_catalog(pool: NodePool, class: NodeClass) -> Result<Option<Catalog>, Error> {
         <T as CompactCatalog>::get_catalog(pool, class)
+    }
+}
+
+impl<T: CompactCatalog> TableGuest for T {
+    fn get_table(pool: NodePool, class: NodeClass) -> Result<Option<InstanceTypeTable>, Error> {
+        <T as CompactCatalog>::get_table(pool, class)
     }
 }
 
@@ -56,7 +71,7 @@ pub fn compact(types: &[InstanceType]) -> Catalog {
         })
         .collect();
     Catalog {
-        strings: b.strings,
+        strings: b.strings.list,
         requirements: b.requirements,
         instance_types,
     }
@@ -70,23 +85,35 @@ pub fn string(catalog: &Catalog, index: u32) -> &str {
         .map_or("", String::as_str)
 }
 
+/// Each distinct string once, by index.
+#[derive(Default)]
+pub(crate) struct Strings {
+    pub list: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Strings {
+    pub fn index(&mut self, s: &str) -> u32 {
+        if let Some(i) = self.index.get(s) {
+            return *i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
 #[derive(Default)]
 struct Builder {
-    strings: Vec<String>,
-    string_index: HashMap<String, u32>,
+    strings: Strings,
     requirements: Vec<CatalogRequirement>,
     requirement_index: HashMap<(u32, u8, Vec<u32>, Option<u32>), u32>,
 }
 
 impl Builder {
     fn string(&mut self, s: &str) -> u32 {
-        if let Some(i) = self.string_index.get(s) {
-            return *i;
-        }
-        let i = self.strings.len() as u32;
-        self.strings.push(s.to_string());
-        self.string_index.insert(s.to_string(), i);
-        i
+        self.strings.index(s)
     }
 
     fn requirement(&mut self, r: &Requirement) -> u32 {
@@ -115,12 +142,12 @@ impl Builder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::bindings::karpenter::provider::types::{Offering, Overhead};
     use crate::resources::{req_in, resources};
 
-    fn instance_type(name: &str) -> InstanceType {
+    pub(crate) fn instance_type(name: &str) -> InstanceType {
         InstanceType {
             name: name.into(),
             requirements: vec![

@@ -1,7 +1,7 @@
 //! The Rust SDK for karpenter provider plugins.
 //!
 //! A provider is a WebAssembly component implementing the
-//! `provider-plugin-complete` world of `wit/v0.1.3/provider.wit`. This crate holds the generated bindings
+//! `provider-plugin-complete` world of `wit/v0.1.4/provider.wit`. This crate holds the generated bindings
 //! plus the helpers most providers need, so a provider is mostly its own cloud
 //! logic:
 //!
@@ -9,7 +9,7 @@
 //! use karpenter_plugin_sdk::prelude::*;
 //! struct MyCloud;
 //! impl Guest for MyCloud { /* metadata, get_instance_types, create, ... */ }
-//! impl CompactCatalog for MyCloud {} // no compact catalog: get_instance_types is asked
+//! impl CompactCatalog for MyCloud {} // no tables: get_instance_types is asked
 //! impl Interruption for MyCloud {} // no notice before the cloud takes an instance
 //! karpenter_plugin_sdk::export!(MyCloud);
 //! ```
@@ -18,7 +18,7 @@
 
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.3",
+        path: "../../wit/v0.1.4",
         world: "provider-plugin-complete",
         generate_all,
         pub_export_macro: true,
@@ -27,6 +27,7 @@ pub mod bindings {
 }
 
 pub mod catalog;
+pub mod catalog_table;
 pub mod errors;
 pub mod http;
 pub mod interruption;

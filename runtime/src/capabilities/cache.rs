@@ -2,7 +2,7 @@
 //! name, shared by all its instances and kept across hot reloads. Every
 //! entry is reserved in the plugin's memory budget.
 
-use crate::bindings::v0_1_3::karpenter::provider::cache::Host;
+use crate::bindings::v0_1_4::karpenter::provider::cache::Host;
 use crate::budget::{MemoryBudget, Use};
 use crate::state::State;
 use std::collections::BTreeMap;

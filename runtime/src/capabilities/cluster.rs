@@ -1,7 +1,7 @@
 //! `karpenter:provider/cluster`: the little a provider needs to know about
 //! the cluster. The controller keeps it current from its reflectors.
 
-use crate::bindings::v0_1_3::karpenter::provider::cluster::{ClusterInfo, Host};
+use crate::bindings::v0_1_4::karpenter::provider::cluster::{ClusterInfo, Host};
 use crate::state::State;
 use std::sync::RwLock;
 

@@ -1,6 +1,6 @@
 //! `karpenter:provider/config`: the plugin's settings and granted secrets.
 
-use crate::bindings::v0_1_3::karpenter::provider::config::Host;
+use crate::bindings::v0_1_4::karpenter::provider::config::Host;
 use crate::state::State;
 
 impl State {

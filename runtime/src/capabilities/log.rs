@@ -3,7 +3,7 @@
 //! messages and fields are cut to a size, and lines beyond a rate are
 //! dropped and counted, the count reported once lines flow again.
 
-use crate::bindings::v0_1_3::karpenter::provider::log::{Host, Level};
+use crate::bindings::v0_1_4::karpenter::provider::log::{Host, Level};
 use crate::state::State;
 use std::sync::Mutex;
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! secret. The plugin names the key; the host reads, parses and uses it, so
 //! no plugin has to carry RSA and its encoders in its own code.
 
-use crate::bindings::v0_1_3::karpenter::provider::signing::{Algorithm, Host};
+use crate::bindings::v0_1_4::karpenter::provider::signing::{Algorithm, Host};
 use crate::state::State;
 use rsa::RsaPrivateKey;
 use rsa::pkcs1::DecodeRsaPrivateKey;

@@ -19,7 +19,11 @@
 //! - `out-of-capacity-unnamed`: the same, naming no offering;
 //! - `catalog-differs`: get-catalog prices every offering a cent above what
 //!   get-instance-types lists;
-//! - `catalog-bad-index`: get-catalog names a string that is not there.
+//! - `catalog-bad-index`: get-catalog names a string that is not there;
+//! - `table-differs`: get-table prices every offering a cent above what
+//!   get-instance-types lists;
+//! - `table-bad-span`: get-table's first instance type has offerings past
+//!   the end of the offerings table.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use karpenter_plugin_sdk::prelude::*;
@@ -248,11 +252,31 @@ fn catalog(mode: &str) -> Vec<InstanceType> {
         .collect()
 }
 
-/// A compact catalog only in the modes that break it.
 /// No notice before the cloud takes an instance.
 impl Interruption for Broken {}
 
+/// Compact catalogs only in the modes that break them.
 impl CompactCatalog for Broken {
+    fn get_table(
+        p: NodePool,
+        c: NodeClass,
+    ) -> Result<Option<karpenter_plugin_sdk::catalog_table::InstanceTypeTable>, Error> {
+        let mode = mode();
+        if !mode.starts_with("table-") {
+            return Ok(None);
+        }
+        let mut table =
+            karpenter_plugin_sdk::catalog_table::table(&Self::get_instance_types(p, c)?);
+        if mode == "table-differs" {
+            for o in &mut table.offerings {
+                o.price += 0.01;
+            }
+        } else if mode == "table-bad-span" {
+            table.instance_types[0].offerings.len = table.offerings.len() as u32 + 1;
+        }
+        Ok(Some(table))
+    }
+
     fn get_catalog(
         p: NodePool,
         c: NodeClass,

@@ -7,7 +7,7 @@
 
 use super::transport::ReqwestTransport;
 use super::{TokenFuture, TokenSource};
-use crate::bindings::v0_1_3::karpenter::provider::tokens::AccessToken;
+use crate::bindings::v0_1_4::karpenter::provider::tokens::AccessToken;
 use anyhow::Context;
 use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
 use azure_core::credentials::TokenCredential;

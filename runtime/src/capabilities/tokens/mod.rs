@@ -6,7 +6,7 @@ pub mod azure;
 #[cfg(feature = "azure-workload-identity")]
 pub mod transport;
 
-use crate::bindings::v0_1_3::karpenter::provider::tokens::{AccessToken, Host};
+use crate::bindings::v0_1_4::karpenter::provider::tokens::{AccessToken, Host};
 use crate::state::State;
 use std::future::Future;
 use std::pin::Pin;

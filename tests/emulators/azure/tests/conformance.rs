@@ -3,7 +3,7 @@
 
 use azure_emulator::{Emulator, Options};
 use karpenter::conformance;
-use karpenter_runtime::bindings::v0_1_3::karpenter::provider::tokens::AccessToken;
+use karpenter_runtime::bindings::v0_1_4::karpenter::provider::tokens::AccessToken;
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::tokens::{TokenFuture, TokenSource};
 use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions};

@@ -6,7 +6,7 @@
 //! the emulator registers each VM's Node there and the test checks it.
 
 use azure_emulator::{Emulator, Fault, Injection, Kube, Options, Quota};
-use karpenter_runtime::bindings::v0_1_3::karpenter::provider::tokens::AccessToken;
+use karpenter_runtime::bindings::v0_1_4::karpenter::provider::tokens::AccessToken;
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::tokens::{TokenFuture, TokenSource};
 use karpenter_runtime::{Plugin, PluginConfig, Runtime, RuntimeOptions, wit};
@@ -254,14 +254,16 @@ async fn create_get_list_delete() {
         .plugin
         .get_instance_types(&pool(), &class())
         .await
-        .expect("instance types");
+        .expect("instance types")
+        .into_listed();
     let cold = cold.elapsed();
     let warm = Instant::now();
     let again = s
         .plugin
         .get_instance_types(&pool(), &class())
         .await
-        .expect("instance types");
+        .expect("instance types")
+        .into_listed();
     let warm = warm.elapsed();
     eprintln!(
         "get-instance-types: {} types, cold {cold:?} (SKU and price refresh from the emulator), warm {warm:?}",
@@ -402,7 +404,8 @@ async fn zonal_allocation_failure_marks_the_offering_unavailable() {
         .plugin
         .get_instance_types(&pool(), &class())
         .await
-        .expect("types");
+        .expect("types")
+        .into_listed();
     let d4 = types
         .iter()
         .find(|t| t.name == "Standard_D4s_v5")
@@ -543,7 +546,8 @@ async fn spot_quota_marks_every_spot_offering() {
         .plugin
         .get_instance_types(&pool(), &class())
         .await
-        .expect("types");
+        .expect("types")
+        .into_listed();
     for t in &types {
         for o in &t.offerings {
             assert_eq!(
@@ -721,7 +725,8 @@ async fn a_nodeclaim_only_quota_keeps_back_says_which_quota() {
         .plugin
         .get_instance_types(&pool(), &class())
         .await
-        .expect("types");
+        .expect("types")
+        .into_listed();
     let available = |name: &str, ct: &str| {
         types.iter().find(|t| t.name == name).is_some_and(|t| {
             t.offerings
@@ -998,7 +1003,8 @@ async fn reserved_d4(s: &Setup, class: &wit::NodeClass) -> Option<(Option<u32>, 
         .plugin
         .get_instance_types(&pool(), class)
         .await
-        .expect("instance types");
+        .expect("instance types")
+        .into_listed();
     let d4 = types.iter().find(|t| t.name == "Standard_D4s_v5")?;
     d4.offerings
         .iter()

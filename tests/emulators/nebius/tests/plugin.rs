@@ -308,7 +308,8 @@ async fn create_get_list_delete() {
         .plugin
         .get_instance_types(&pool(), &class(None))
         .await
-        .expect("instance types");
+        .expect("instance types")
+        .into_listed();
     let cpu = types
         .iter()
         .find(|t| t.name == "cpu-d3-16vcpu-64gb")
@@ -515,7 +516,8 @@ async fn capacity_and_quota_failures_mark_the_offering_unavailable() {
         .plugin
         .get_instance_types(&pool(), &class(None))
         .await
-        .expect("types");
+        .expect("types")
+        .into_listed();
     for t in &types {
         for o in &t.offerings {
             let failed = (t.name == "gpu-h100-sxm-8gpu-128vcpu-1600gb"
@@ -651,7 +653,8 @@ async fn create_latency_overhead() {
     s.plugin
         .get_instance_types(&pool(), &class(None))
         .await
-        .expect("types");
+        .expect("types")
+        .into_listed();
     let mut samples = Vec::new();
     for i in 0..20 {
         let c = claim(&format!("lat-{i}"), &["cpu-d3-4vcpu-16gb"], "on-demand");

@@ -3,8 +3,8 @@
 //! index is checked first: a plugin's bad index fails its call, never the
 //! host, and the expansion itself then only copies.
 
-use super::bindings::catalog::{Catalog, CatalogRequirement};
-use super::bindings::wit;
+use super::super::bindings::catalog::{Catalog, CatalogRequirement};
+use super::super::bindings::wit;
 use anyhow::ensure;
 
 pub fn expand(catalog: &Catalog) -> anyhow::Result<Vec<wit::InstanceType>> {
