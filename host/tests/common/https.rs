@@ -18,51 +18,61 @@ impl FileServer {
     /// Serves `files` (path to bytes) until the runtime ends.
     pub async fn start(files: BTreeMap<String, Vec<u8>>) -> FileServer {
         let cert = LocalCert::new();
-        let tls = cert.server_config();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let files = Arc::new(files);
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, files, seen) = (acceptor.clone(), files.clone(), seen.clone());
-                tokio::spawn(async move {
-                    let Ok(stream) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
-                        let path = req.uri().path().to_string();
-                        seen.lock().expect("lock").push(path.clone());
-                        let response = match files.get(&path) {
-                            Some(bytes) => hyper::Response::new(http_body_util::Full::new(
-                                bytes::Bytes::from(bytes.clone()),
-                            )),
-                            None => {
-                                let mut r = hyper::Response::new(http_body_util::Full::new(
-                                    bytes::Bytes::from_static(b"not found"),
-                                ));
-                                *r.status_mut() = hyper::StatusCode::NOT_FOUND;
-                                r
-                            }
-                        };
-                        async move { Ok::<_, hyper::Error>(response) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
+        let port = serve(&cert, move |req| {
+            let path = req.uri().path().to_string();
+            seen.lock().expect("lock").push(path.clone());
+            match files.get(&path) {
+                Some(bytes) => (hyper::StatusCode::OK, bytes.clone()),
+                None => (hyper::StatusCode::NOT_FOUND, b"not found".to_vec()),
             }
-        });
+        })
+        .await;
         FileServer {
             base: format!("https://127.0.0.1:{port}"),
             ca_pem: cert.ca_pem.clone(),
             requests,
         }
     }
+}
+
+/// Serves HTTPS on 127.0.0.1 with `cert` until the runtime ends, answering
+/// each request with `answer`'s status and body; returns the port.
+pub async fn serve(
+    cert: &LocalCert,
+    answer: impl Fn(&hyper::Request<hyper::body::Incoming>) -> (hyper::StatusCode, Vec<u8>)
+    + Send
+    + Sync
+    + 'static,
+) -> u16 {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cert.server_config()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, answer) = (acceptor.clone(), answer.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                    let (status, body) = answer(&req);
+                    let mut response =
+                        hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+                    *response.status_mut() = status;
+                    async move { Ok::<_, hyper::Error>(response) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    port
 }
 
 /// A CA made for the run and a certificate for 127.0.0.1 signed by it: what

@@ -13,4 +13,5 @@ mod outbound_http;
 mod plugin_oci;
 mod plugin_sources;
 mod registry;
+mod registry_tokens;
 mod simulate;

@@ -7,6 +7,7 @@
 //! registry down loads it from the pull cache.
 
 use crate::common;
+use crate::registry_tokens::{self, TokenServer};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -30,8 +31,20 @@ struct LocalRegistry {
     ca_pem: String,
 }
 
+/// How the registry asks for credentials.
+enum Auth {
+    /// Basic auth against an htpasswd file.
+    Htpasswd,
+    /// Bearer tokens from a token server, signed by `signer_pem`'s key.
+    Token { realm: String, signer_pem: String },
+}
+
 impl LocalRegistry {
     fn start() -> Self {
+        Self::start_with(LocalCert::new(), Auth::Htpasswd)
+    }
+
+    fn start_with(cert: LocalCert, auth: Auth) -> Self {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let built = Command::new(root.join("tests/registry/build"))
             .stderr(Stdio::inherit())
@@ -41,7 +54,6 @@ impl LocalRegistry {
         let binary = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
 
         let dir = tempfile::tempdir().expect("tmp");
-        let cert = LocalCert::new();
         let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text);
         write("chain.pem", &cert.chain_pem).expect("chain");
         write("key.pem", &cert.key_pem).expect("key");
@@ -53,12 +65,23 @@ impl LocalRegistry {
             .port();
         let host = format!("127.0.0.1:{port}");
         let d = dir.path().display();
+        let auth = match auth {
+            Auth::Htpasswd => format!("htpasswd: {{realm: plugins, path: {d}/htpasswd}}"),
+            Auth::Token { realm, signer_pem } => {
+                write("token-signer.pem", &signer_pem).expect("signer");
+                format!(
+                    "token: {{realm: \"{realm}\", service: {}, issuer: {}, rootcertbundle: {d}/token-signer.pem}}",
+                    registry_tokens::SERVICE,
+                    registry_tokens::ISSUER
+                )
+            }
+        };
         write(
             "config.yml",
             &format!(
                 "version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {d}/data}}}}\n\
                  http: {{addr: \"{host}\", tls: {{certificate: {d}/chain.pem, key: {d}/key.pem}}}}\n\
-                 auth: {{htpasswd: {{realm: plugins, path: {d}/htpasswd}}}}\n"
+                 auth: {{{auth}}}\n"
             ),
         )
         .expect("config");
@@ -124,6 +147,32 @@ impl LocalRegistry {
             String::from_utf8_lossy(&out.stderr).into_owned(),
             out.status.success(),
         )
+    }
+
+    /// The Python example as `plugins` loaded it from this registry.
+    fn loaded(&self, plugins: &Registry) -> std::sync::Arc<karpenter_runtime::Plugin> {
+        plugins.get("inventory").unwrap_or_else(|| {
+            panic!(
+                "not loaded: {:?}\nregistry log:\n{}",
+                plugins.failures(),
+                self.log()
+            )
+        })
+    }
+
+    /// The Python example pushed as `plugins/inventory:0.1.0`, after an
+    /// anonymous push was refused: its bytes, its pinned reference and what
+    /// the push said.
+    fn push_python(&self) -> (Vec<u8>, String, String) {
+        let python = common::plugin_path("inventory");
+        let wasm = std::fs::read(&python)
+            .unwrap_or_else(|e| panic!("{}: {e} (`make py-plugins` builds it)", python.display()));
+        let (_, why, ok) = self.push(&python, "plugins/inventory:0.1.0", false);
+        assert!(!ok, "an anonymous push was accepted");
+        assert!(why.contains("pushing to"), "{why}");
+        let (pinned, told, ok) = self.push(&python, "plugins/inventory:0.1.0", true);
+        assert!(ok, "push failed: {told}\nregistry log:\n{}", self.log());
+        (wasm, pinned, told)
     }
 
     fn stop(&mut self) {
@@ -204,17 +253,7 @@ impl Host {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pushed_plugin_loads_by_digest_and_outlives_its_registry() {
     let mut registry = LocalRegistry::start();
-    let python = common::plugin_path("inventory");
-    let wasm = std::fs::read(&python)
-        .unwrap_or_else(|e| panic!("{}: {e} (`make py-plugins` builds it)", python.display()));
-
-    // Without credentials the registry refuses the push, and says so.
-    let (_, why, ok) = registry.push(&python, "plugins/inventory:0.1.0", false);
-    assert!(!ok, "an anonymous push was accepted");
-    assert!(why.contains("pushing to"), "{why}");
-
-    let (pinned, told, ok) = registry.push(&python, "plugins/inventory:0.1.0", true);
-    assert!(ok, "push failed: {told}");
+    let (wasm, pinned, told) = registry.push_python();
     let prefix = format!("{}/plugins/inventory:0.1.0@sha256:", registry.host);
     assert!(pinned.starts_with(&prefix), "{pinned}");
     assert!(told.contains(&format!("oci: {pinned}")), "{told}");
@@ -222,13 +261,7 @@ async fn a_pushed_plugin_loads_by_digest_and_outlives_its_registry() {
     let host = Host::new(&registry);
     host.configure(&pinned, true);
     let plugins = host.registry().await;
-    let loaded = plugins.get("inventory").unwrap_or_else(|| {
-        panic!(
-            "not loaded: {:?}\nregistry log:\n{}",
-            plugins.failures(),
-            registry.log()
-        )
-    });
+    let loaded = registry.loaded(&plugins);
     assert_eq!(loaded.metadata.name, "inventory");
     assert_eq!(loaded.sha256, hex::encode(Sha256::digest(&wasm)));
     let metadata = loaded
@@ -285,4 +318,62 @@ async fn a_pushed_plugin_loads_by_digest_and_outlives_its_registry() {
         .get("inventory")
         .unwrap_or_else(|| panic!("not loaded: {:?}", restarted.failures()));
     assert_eq!(from_cache.sha256, loaded.sha256);
+}
+
+/// Most registries (Docker Hub, GHCR, Harbor) take no basic auth on their
+/// API: they hand out bearer tokens from a token server. The push's
+/// credentials and the pull secret go through that flow, and an anonymous
+/// pull gets a token that grants nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_that_hands_out_bearer_tokens_takes_the_push_and_the_pull_secret() {
+    let cert = LocalCert::new();
+    let tokens = TokenServer::start(&cert, USER, PASSWORD).await;
+    let registry = LocalRegistry::start_with(
+        cert,
+        Auth::Token {
+            realm: tokens.realm.clone(),
+            signer_pem: tokens.signer_pem.clone(),
+        },
+    );
+    let (wasm, pinned, _) = registry.push_python();
+    let granted = |user: Option<&str>, scope: &str| {
+        tokens
+            .issued()
+            .iter()
+            .any(|t| t.user.as_deref() == user && t.scopes.iter().any(|s| s.contains(scope)))
+    };
+    assert!(
+        granted(Some(USER), "repository:plugins/inventory:pull,push"),
+        "{:?}",
+        tokens.issued()
+    );
+
+    let host = Host::new(&registry);
+    host.configure(&pinned, true);
+    let plugins = host.registry().await;
+    let loaded = registry.loaded(&plugins);
+    assert_eq!(loaded.sha256, hex::encode(Sha256::digest(&wasm)));
+    let pulled_with_token = tokens.issued().iter().any(|t| {
+        t.user.as_deref() == Some(USER) && t.scopes == ["repository:plugins/inventory:pull"]
+    });
+    assert!(pulled_with_token, "{:?}", tokens.issued());
+
+    // Without the pull secret the token grants nothing, and the registry
+    // refuses the pull.
+    let (kwok, told, ok) = registry.push(&common::plugin_path("kwok"), "plugins/kwok:1", true);
+    assert!(ok, "push failed: {told}");
+    host.configure(&kwok, false);
+    plugins.reload().await.expect("reload");
+    let why = &plugins.failures()["inventory"];
+    assert!(why.contains("anonymously (no source.pullSecret)"), "{why}");
+    assert!(
+        granted(None, "repository:plugins/kwok:pull"),
+        "{:?}",
+        tokens.issued()
+    );
+    assert_eq!(
+        plugins.get("inventory").expect("kept").sha256,
+        loaded.sha256
+    );
+    eprintln!("anonymous pull: {why}");
 }
