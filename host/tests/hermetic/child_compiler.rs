@@ -233,3 +233,57 @@ async fn a_large_plugin_starts_on_its_quick_compile_and_is_optimized_behind_it()
         optimized.as_secs_f64()
     );
 }
+
+/// kwok with what Winch cannot compile: a core module (never instantiated,
+/// but compiled with the rest) whose function makes a tail call, a proposal
+/// Cranelift takes and Winch lacks, and a custom section that brings the
+/// component past the quick-start size.
+fn large_with_a_tail_call(kwok: &[u8]) -> Vec<u8> {
+    let leb = |mut n: usize, out: &mut Vec<u8>| loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    };
+    // (module (func (param i32) (result i32) local.get 0 return_call 0))
+    let module: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
+        0x01, 0x06, 0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f, // type: (i32) -> i32
+        0x03, 0x02, 0x01, 0x00, // one function of type 0
+        0x0a, 0x08, 0x01, 0x06, 0x00, 0x20, 0x00, 0x12, 0x00, 0x0b, // return_call 0
+    ];
+    let mut wasm = kwok.to_vec();
+    wasm.push(0x01); // a component's core module section
+    leb(module.len(), &mut wasm);
+    wasm.extend_from_slice(module);
+    let name = b"padding";
+    let padding = vec![0x5a; 5 << 20];
+    wasm.push(0x00); // a custom section
+    leb(1 + name.len() + padding.len(), &mut wasm);
+    wasm.push(name.len() as u8);
+    wasm.extend_from_slice(name);
+    wasm.extend_from_slice(&padding);
+    wasm
+}
+
+/// A large plugin Winch refuses (a proposal it lacks) is not refused: it
+/// waits for Cranelift's compile, serves on it, and lands in the cache.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_plugin_winch_refuses_waits_for_cranelift_and_serves() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let wasm = large_with_a_tail_call(&common::plugin_wasm("kwok"));
+    assert!(wasm.len() > 5 << 20);
+    let plugin = runtime(cache.path(), karpenter())
+        .load("kwok", &wasm, PluginConfig::default())
+        .await
+        .expect("Cranelift compiles what Winch refuses");
+    assert!(plugin.optimized(), "on Cranelift's code from the start");
+    assert_eq!(plugin.metadata.name, "kwok");
+    assert_eq!(
+        cached_files(cache.path()),
+        vec![format!("{}.cwasm", plugin.sha256)]
+    );
+}
