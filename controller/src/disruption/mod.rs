@@ -62,17 +62,18 @@ pub async fn run(ctx: Arc<Ctx>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut started = false;
     loop {
+        // After a pass that started nothing, the next runs on the tick or as
+        // soon as a command finishes: its nodes are gone from the store then
+        // (`execute::finish` waits for that), and what they held back, such
+        // as consolidation waiting on an uninitialized replacement, may move.
         if !started {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                Some(done) = commands.join_next(), if !commands.is_empty() => ended(done),
+            }
         }
         while let Some(done) = commands.try_join_next() {
-            match done {
-                Ok(Err(e)) => tracing::warn!(error = format!("{e:#}"), "disruption command"),
-                Err(e) if e.is_panic() => {
-                    tracing::error!(error = %e, "disruption command panicked")
-                }
-                _ => {}
-            }
+            ended(done);
         }
         started = match pass(&ctx, &mut observer, &mut reporting).await {
             Ok(Some(command)) => {
@@ -91,6 +92,17 @@ pub async fn run(ctx: Arc<Ctx>) {
         {
             tracing::warn!(error = format!("{e:#}"), "node repair pass");
         }
+    }
+}
+
+/// A finished command's failure, logged.
+fn ended(done: Result<anyhow::Result<()>, tokio::task::JoinError>) {
+    match done {
+        Ok(Err(e)) => tracing::warn!(error = format!("{e:#}"), "disruption command"),
+        Err(e) if e.is_panic() => {
+            tracing::error!(error = %e, "disruption command panicked")
+        }
+        _ => {}
     }
 }
 
