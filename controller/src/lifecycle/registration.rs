@@ -100,36 +100,112 @@ fn time_left(age_seconds: f64, ttl: Duration) -> Option<Duration> {
     (left > 0.0).then(|| Duration::from_secs_f64(left.clamp(1.0, 60.0)))
 }
 
-/// Labels, the finalizer, the owner reference and taints in one patch. The
-/// taint list has to be replaced whole, so the patch carries the
-/// resourceVersion it was computed from and is recomputed on a conflict
-/// (kubelets update Nodes all the time).
+/// Labels, the finalizer, the owner reference and taints in one JSON patch.
+/// Kubelets update their Node all the time, so the patch is not tied to a
+/// resourceVersion: it holds each list it replaces to the copy it was
+/// computed from with a `test` op (a null test holds the member absent), and
+/// is recomputed from a fresh read only when one of those lists changed.
 async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()> {
     let api = Api::<Node>::all(ctx.client.clone());
     let mut node = node.clone();
     for _ in 0..5 {
+        let ops = patch(nc, &node);
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let ops: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))?;
         match api
             .patch(
                 &node.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(&patch(nc, &node)),
+                &Patch::<()>::Json(ops),
             )
             .await
         {
-            Err(kube::Error::Api(e)) if e.code == 409 => node = api.get(&node.name_any()).await?,
+            // A failed test is 422, as an invalid patch would be: read the
+            // Node again either way; an invalid patch fails every try.
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
+                tracing::debug!(node = %node.name_any(), error = %e.message, "node changed under the registration patch; reading it again");
+                node = api.get(&node.name_any()).await?
+            }
             r => return Ok(r.map(|_| ())?),
         }
     }
     anyhow::bail!("node {} kept changing; will retry", node.name_any())
 }
 
-fn patch(nc: &NodeClaim, node: &Node) -> serde_json::Value {
+/// A JSON pointer's segment for `key` (RFC 6901).
+fn pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// `list` at `path` as `want`: appended to when only additions are needed
+/// and the list exists, otherwise replaced whole after a test that it is
+/// still `have` (absent when `None`).
+fn list_ops<T: serde::Serialize + PartialEq>(
+    ops: &mut Vec<serde_json::Value>,
+    path: &str,
+    have: Option<&[T]>,
+    want: &[T],
+) {
+    use serde_json::json;
+    let current = have.unwrap_or_default();
+    if current == want {
+        return;
+    }
+    if let Some(h) = have
+        && !h.is_empty()
+        && want.starts_with(h)
+    {
+        for item in &want[h.len()..] {
+            ops.push(json!({"op": "add", "path": format!("{path}/-"), "value": item}));
+        }
+        return;
+    }
+    ops.push(json!({"op": "test", "path": path, "value": have}));
+    ops.push(json!({"op": "add", "path": path, "value": want}));
+}
+
+fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let mut ops = Vec::new();
     let mut labels = nc.labels().clone();
     labels.insert(REGISTERED_LABEL.into(), "true".into());
+    labels.retain(|k, v| node.label(k) != Some(v.as_str()));
+    if node.labels().next().is_none() {
+        if !labels.is_empty() {
+            ops.push(json!({"op": "test", "path": "/metadata/labels", "value": null}));
+            ops.push(json!({"op": "add", "path": "/metadata/labels", "value": labels}));
+        }
+    } else {
+        for (k, v) in &labels {
+            let path = format!("/metadata/labels/{}", pointer(k));
+            ops.push(json!({"op": "add", "path": path, "value": v}));
+        }
+    }
+
     let mut finalizers = node.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
         finalizers.push(TERMINATION_FINALIZER.into());
     }
+    let have = node.metadata.finalizers.as_deref();
+    list_ops(&mut ops, "/metadata/finalizers", have, &finalizers);
+
+    let mut owners = node.owner_references().to_vec();
+    let uid = nc.metadata.uid.clone().unwrap_or_default();
+    if !owners.iter().any(|o| o.uid == uid) {
+        owners.push(OwnerReference {
+            api_version: NodeClaim::api_version(&()).into(),
+            kind: NodeClaim::kind(&()).into(),
+            name: nc.name_any(),
+            uid,
+            block_owner_deletion: Some(true),
+            controller: None,
+        });
+    }
+    let have = node.metadata.owner_references.as_deref();
+    list_ops(&mut ops, "/metadata/ownerReferences", have, &owners);
+
     let mut taints: Vec<Taint> = node
         .taints()
         .iter()
@@ -144,27 +220,9 @@ fn patch(nc: &NodeClaim, node: &Node) -> serde_json::Value {
             taints.push(t.clone());
         }
     }
-    let mut owners = node.owner_references().to_vec();
-    let uid = nc.metadata.uid.clone().unwrap_or_default();
-    if !owners.iter().any(|o| o.uid == uid) {
-        owners.push(OwnerReference {
-            api_version: NodeClaim::api_version(&()).into(),
-            kind: NodeClaim::kind(&()).into(),
-            name: nc.name_any(),
-            uid,
-            block_owner_deletion: Some(true),
-            controller: None,
-        });
-    }
-    serde_json::json!({
-        "metadata": {
-            "labels": labels,
-            "finalizers": finalizers,
-            "ownerReferences": owners,
-            "resourceVersion": node.resource_version(),
-        },
-        "spec": {"taints": taints},
-    })
+    let have = node.spec.as_ref().and_then(|s| s.taints.as_deref());
+    list_ops(&mut ops, "/spec/taints", have, &taints);
+    ops
 }
 
 #[cfg(test)]
@@ -183,10 +241,36 @@ mod tests {
         assert_eq!(time_left(5_000.0, ttl), None);
     }
 
+    /// `ops` applied as the API server applies a JSON patch, where a test
+    /// of null holds a member absent.
+    fn apply(node: &Node, ops: &[serde_json::Value]) -> Result<Node, String> {
+        let mut doc = serde_json::to_value(node).expect("node json");
+        for op in ops {
+            if op["op"] == "test" && op["value"].is_null() {
+                let path = op["path"].as_str().expect("path");
+                if doc.pointer(path).is_some_and(|v| !v.is_null()) {
+                    return Err(format!("{path} is present"));
+                }
+                continue;
+            }
+            let one: json_patch::Patch = serde_json::from_value(json!([op])).expect("an operation");
+            json_patch::patch(&mut doc, &one).map_err(|e| e.to_string())?;
+        }
+        serde_json::from_value(doc).map_err(|e| e.to_string())
+    }
+
+    fn keys(node: &Node) -> Vec<(String, String)> {
+        node.taints()
+            .iter()
+            .map(|t| (t.key.clone(), t.effect.clone()))
+            .collect()
+    }
+
     #[test]
     fn the_node_takes_the_claims_labels_taints_finalizer_and_owner() {
         let nc: NodeClaim = fixtures::claim("a")
             .label("team", "web")
+            .label("example.com/tier", "front")
             .taint("dedicated", "NoSchedule")
             .startup_taint("example.com/agent", "NoExecute")
             .build();
@@ -197,70 +281,82 @@ mod tests {
             .taint("dedicated", "NoSchedule")
             .finalizers(&["example.com/csi"])
             .build();
-        let p = patch(&nc, &node);
-        let meta = &p["metadata"];
-        assert_eq!(meta["labels"]["team"], "web", "the NodeClaim's labels win");
-        assert_eq!(meta["labels"]["karpenter.sh/registered"], "true");
-        assert_eq!(meta["labels"]["karpenter.sh/nodepool"], "default");
+        let ops = patch(&nc, &node);
+        assert!(
+            !ops.iter().any(|o| o["path"] == "/metadata/resourceVersion"),
+            "not tied to a resourceVersion: {ops:?}"
+        );
+        let synced = apply(&node, &ops).expect("applies");
         assert_eq!(
-            meta["finalizers"],
-            json!(["example.com/csi", TERMINATION_FINALIZER]),
+            synced.label("team"),
+            Some("web"),
+            "the NodeClaim's labels win"
+        );
+        assert_eq!(synced.label("example.com/tier"), Some("front"));
+        assert_eq!(synced.label("karpenter.sh/registered"), Some("true"));
+        assert_eq!(synced.label("karpenter.sh/nodepool"), Some("default"));
+        assert_eq!(
+            synced.finalizers(),
+            ["example.com/csi", TERMINATION_FINALIZER],
             "others' finalizers are kept"
         );
-        assert_eq!(meta["resourceVersion"], "3", "computed from this copy");
-        let owner = &meta["ownerReferences"][0];
+        let owner = &synced.owner_references()[0];
         assert_eq!(
-            (owner["kind"].as_str(), owner["name"].as_str()),
-            (Some("NodeClaim"), Some("a"))
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("NodeClaim", "a")
         );
-        assert_eq!(owner["uid"], json!(nc.metadata.uid));
-        assert_eq!(owner["blockOwnerDeletion"], true);
-        let taints: Vec<(&str, &str)> = p["spec"]["taints"]
-            .as_array()
-            .expect("taints")
-            .iter()
-            .map(|t| {
-                (
-                    t["key"].as_str().unwrap_or(""),
-                    t["effect"].as_str().unwrap_or(""),
-                )
-            })
-            .collect();
+        assert_eq!(Some(&owner.uid), nc.metadata.uid.as_ref());
+        assert_eq!(owner.block_owner_deletion, Some(true));
         assert_eq!(
-            taints,
+            keys(&synced),
             [
-                ("node.kubernetes.io/not-ready", "NoSchedule"),
-                ("dedicated", "NoSchedule"),
-                ("example.com/agent", "NoExecute"),
+                ("node.kubernetes.io/not-ready".into(), "NoSchedule".into()),
+                ("dedicated".into(), "NoSchedule".into()),
+                ("example.com/agent".into(), "NoExecute".into()),
             ],
             "the unregistered taint goes, the kubelet's stay, the claim's are added once"
+        );
+        assert!(
+            patch(&nc, &synced).is_empty(),
+            "a synced Node needs no patch"
         );
     }
 
     #[test]
-    fn a_node_already_synced_gets_the_same_patch_again() {
-        let nc: NodeClaim = fixtures::claim("a")
-            .taint("dedicated", "NoSchedule")
+    fn a_node_that_changed_a_list_the_patch_replaces_refuses_it() {
+        let nc: NodeClaim = fixtures::claim("a").build();
+        let seen: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
             .build();
-        let first: Node = fixtures::node("a").build();
-        let p = patch(&nc, &first);
-        let synced: Node = serde_json::from_value(json!({
-            "metadata": {
-                "name": "a",
-                "resourceVersion": "4",
-                "labels": p["metadata"]["labels"],
-                "finalizers": p["metadata"]["finalizers"],
-                "ownerReferences": p["metadata"]["ownerReferences"],
-            },
-            "spec": {"providerID": "test://a", "taints": p["spec"]["taints"]},
-        }))
-        .expect("node");
-        let again = patch(&nc, &synced);
-        assert_eq!(again["metadata"]["finalizers"], p["metadata"]["finalizers"]);
+        let ops = patch(&nc, &seen);
+        // The node lifecycle controller taints a new Node not-ready meanwhile.
+        let now: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .taint("node.kubernetes.io/not-ready", "NoSchedule")
+            .build();
+        assert!(apply(&now, &ops).is_err(), "the taint test fails");
+        // A status update changes no list: the same patch applies.
+        assert!(apply(&seen, &ops).is_ok());
+
+        // Another writer's finalizer on a Node that had none.
+        let finalized: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .finalizers(&["example.com/csi"])
+            .build();
         assert_eq!(
-            again["metadata"]["ownerReferences"],
-            p["metadata"]["ownerReferences"]
+            apply(&finalized, &ops).err().as_deref(),
+            Some("/metadata/finalizers is present")
         );
-        assert_eq!(again["spec"], p["spec"]);
+        let again = apply(&finalized, &patch(&nc, &finalized)).expect("recomputed");
+        assert_eq!(
+            again.finalizers(),
+            ["example.com/csi", TERMINATION_FINALIZER]
+        );
+    }
+
+    #[test]
+    fn label_keys_are_escaped_as_json_pointers() {
+        assert_eq!(pointer("karpenter.sh/nodepool"), "karpenter.sh~1nodepool");
+        assert_eq!(pointer("a~b/c"), "a~0b~1c");
     }
 }
