@@ -62,52 +62,7 @@ impl Guest for Kwok {
 
     fn create(claim: NodeClaim, class: NodeClass) -> Result<Instance, Error> {
         ensure_kind(&class, GROUP, KIND)?;
-        if let Some(existing) = nodes::get(&claim.name)? {
-            return Ok(existing);
-        }
-        let (it, offering) = cheapest_fit(&claim)?.ok_or_else(|| {
-            insufficient_capacity(
-                format!("no available offering satisfies nodeclaim {}", claim.name),
-                vec![],
-            )
-        })?;
-        // Offerings configured as out of capacity fail here, as a cloud would,
-        // and are remembered as unavailable so the next batch picks another.
-        if simulated_out_of_capacity(&it.name, &offering.zone, &offering.capacity_type)
-            || reservations::of(&offering).is_some() && !offering.available
-        {
-            let key = catalog::unavailable_key(&it.name, &offering.zone, &offering.capacity_type);
-            cache::set(&key, b"", 180);
-            return Err(insufficient_capacity(
-                format!(
-                    "{} in {} ({}) is out of capacity",
-                    it.name, offering.zone, offering.capacity_type
-                ),
-                vec![OfferingRef {
-                    instance_type: it.name.clone(),
-                    zone: offering.zone.clone(),
-                    capacity_type: offering.capacity_type.clone(),
-                }],
-            ));
-        }
-        let mut resolved = resolved_labels(&it, &offering);
-        resolved.push((labels::HOSTNAME.into(), claim.name.clone()));
-        let node_labels = node_labels(&claim, resolved);
-        let created = nodes::create(&claim, &it, node_labels)?;
-        if let Some(id) = reservations::of(&offering)
-            && reservations::oversubscribed(id)?
-        {
-            nodes::delete(&claim.name)?;
-            return Err(insufficient_capacity(
-                format!("reservation {id} is full"),
-                vec![OfferingRef {
-                    instance_type: it.name.clone(),
-                    zone: offering.zone.clone(),
-                    capacity_type: offering.capacity_type.clone(),
-                }],
-            ));
-        }
-        Ok(created)
+        launch(&claim)
     }
 
     fn delete(claim: NodeClaim) -> Result<(), Error> {
@@ -268,3 +223,57 @@ fn simulated_out_of_capacity(instance_type: &str, zone: &str, capacity_type: &st
 // Natively (unit tests) there is no component to export into.
 #[cfg(target_arch = "wasm32")]
 karpenter_plugin_sdk::export!(Kwok);
+
+/// Makes the Node for `claim` on the cheapest offering it fits. Idempotent
+/// without a read first: the Node's create answers 409 when an earlier
+/// attempt made it, and a launch refused before it creates anything looks
+/// for such a Node before it says so.
+fn launch(claim: &NodeClaim) -> Result<Instance, Error> {
+    let refused = |e: Error| match nodes::get(&claim.name) {
+        Ok(Some(existing)) => Ok(existing),
+        _ => Err(e),
+    };
+    let Some((it, offering)) = cheapest_fit(claim)? else {
+        return refused(insufficient_capacity(
+            format!("no available offering satisfies nodeclaim {}", claim.name),
+            vec![],
+        ));
+    };
+    // Offerings configured as out of capacity fail here, as a cloud would,
+    // and are remembered as unavailable so the next batch picks another.
+    if simulated_out_of_capacity(&it.name, &offering.zone, &offering.capacity_type)
+        || reservations::of(&offering).is_some() && !offering.available
+    {
+        let key = catalog::unavailable_key(&it.name, &offering.zone, &offering.capacity_type);
+        cache::set(&key, b"", 180);
+        return refused(insufficient_capacity(
+            format!(
+                "{} in {} ({}) is out of capacity",
+                it.name, offering.zone, offering.capacity_type
+            ),
+            vec![OfferingRef {
+                instance_type: it.name.clone(),
+                zone: offering.zone.clone(),
+                capacity_type: offering.capacity_type.clone(),
+            }],
+        ));
+    }
+    let mut resolved = resolved_labels(&it, &offering);
+    resolved.push((labels::HOSTNAME.into(), claim.name.clone()));
+    let node_labels = node_labels(claim, resolved);
+    let created = nodes::create(claim, &it, node_labels)?;
+    if let Some(id) = reservations::of(&offering)
+        && reservations::oversubscribed(id)?
+    {
+        nodes::delete(&claim.name)?;
+        return Err(insufficient_capacity(
+            format!("reservation {id} is full"),
+            vec![OfferingRef {
+                instance_type: it.name.clone(),
+                zone: offering.zone.clone(),
+                capacity_type: offering.capacity_type.clone(),
+            }],
+        ));
+    }
+    Ok(created)
+}
