@@ -95,7 +95,7 @@ pub(crate) fn collect(c: &Cluster, expired: &[bool], notes: &mut Notes) -> Vec<C
             continue;
         }
         if let Err(why) = validate(c, n) {
-            notes.add(i, blocked(why));
+            notes.add(i, why);
             continue;
         }
         let mut cand = candidate(c, i, pool);
@@ -108,34 +108,40 @@ pub(crate) fn collect(c: &Cluster, expired: &[bool], notes: &mut Notes) -> Vec<C
     out
 }
 
-/// Karpenter's checks, in its order, with its words.
-fn validate(c: &Cluster, n: &NodeView) -> Result<(), String> {
+/// Karpenter's checks, in its order, with its words. A node still on its
+/// way up is not blocked, only not a candidate yet: Waiting, so no event
+/// is published for each step of every launch.
+fn validate(c: &Cluster, n: &NodeView) -> Result<(), KeepReason> {
+    let waiting = |message: &str| KeepReason {
+        kind: KeepKind::Waiting,
+        message: message.into(),
+    };
     let node = n.node;
     if node.in_flight {
-        return Err("Nodeclaim does not have an associated node".into());
+        return Err(waiting("Nodeclaim does not have an associated node"));
     }
     if !node.initialized {
-        return Err("Node isn't initialized".into());
+        return Err(waiting("Node isn't initialized"));
     }
     if node.deleting {
-        return Err("Node is deleting or marked for deletion".into());
+        return Err(blocked("Node is deleting or marked for deletion"));
     }
     if node.nominated {
-        return Err("Node is nominated for a pending pod".into());
+        return Err(blocked("Node is nominated for a pending pod"));
     }
     if node_protected(c, node) {
-        return Err(format!(
+        return Err(blocked(format!(
             "Disruption is blocked through the {DO_NOT_DISRUPT:?} annotation"
-        ));
+        )));
     }
     if let Some(p) = n.pods.iter().find(|p| pod_protected(c, p)) {
-        return Err(format!(
+        return Err(blocked(format!(
             "Pod \"{}/{}\" has {DO_NOT_DISRUPT:?} annotation",
             p.pod.namespace, p.pod.name
-        ));
+        )));
     }
     if let Some(why) = pdb::blocking(&c.pdbs, &n.pods) {
-        return Err(why);
+        return Err(blocked(why));
     }
     Ok(())
 }
