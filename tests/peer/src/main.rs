@@ -91,7 +91,7 @@ async fn main() -> Result<()> {
             rows.push(row);
         }
     }
-    report::print(&rows, args.output, &builds.karpenter_dir)?;
+    report::print(&rows, args.output, &builds.karpenter_dir, &builds.ours)?;
     Ok(())
 }
 

@@ -75,23 +75,25 @@ const FIGURES: [Figure; 10] = [
     ("pods evicted", |r| Some(r.requests.pods_evicted as f64), 0),
 ];
 
-pub fn print(rows: &[Row], format: Format, karpenter_dir: &Path) -> Result<()> {
+pub fn print(rows: &[Row], format: Format, karpenter_dir: &Path, ours: &Path) -> Result<()> {
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(rows)?),
-        Format::Text => print!("{}", text(rows, karpenter_dir)),
+        Format::Text => print!("{}", text(rows, karpenter_dir, ours)),
     }
     Ok(())
 }
 
-fn text(rows: &[Row], karpenter_dir: &Path) -> String {
+fn text(rows: &[Row], karpenter_dir: &Path, ours: &Path) -> String {
     let mut out = String::new();
+    fn name(p: Option<&Path>) -> &str {
+        p.and_then(|p| p.file_name()?.to_str()).unwrap_or("?")
+    }
+    // Cargo puts each profile's binary in a directory named after it.
+    let _ = writeln!(out, "Ours: the `{}` build", name(ours.parent()));
     let _ = writeln!(
         out,
         "Karpenter: {} (KWOK provider, built from its Go module)",
-        karpenter_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("?")
+        name(Some(karpenter_dir))
     );
     let mut scenarios: Vec<Scenario> = Vec::new();
     for r in rows {
