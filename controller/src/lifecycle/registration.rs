@@ -139,9 +139,9 @@ fn pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// `list` at `path` as `want`: appended to when only additions are needed
-/// and the list exists, otherwise replaced whole after a test that it is
-/// still `have` (absent when `None`).
+/// Ops that make the list at `path` `want`: appends when the list exists
+/// and only gains items, otherwise a replacement of the whole list after a
+/// test that it is still `have` (absent when `None`).
 fn list_ops<T: serde::Serialize + PartialEq>(
     ops: &mut Vec<serde_json::Value>,
     path: &str,
