@@ -94,6 +94,8 @@ fn consolidate_after_never_turns_consolidation_off() {
             reasons(&plan, n),
             ["NodePool \"default\" has consolidation disabled"]
         );
+        // The pool's setting: `explain` says it, no event repeats it per node.
+        assert_eq!(kinds(&plan, n), [KeepKind::Waiting], "{n}");
     }
 }
 
@@ -172,9 +174,10 @@ fn nodes_that_cannot_be_disrupted_say_why() {
     ];
     for (node, why) in expect {
         assert_eq!(reasons(&plan, node), [why], "{node}");
-        // A node on its way up is not blocked, only not a candidate yet.
+        // A node on its way up, or about to take a pod, is not blocked,
+        // only not a candidate yet.
         let kind = match node {
-            "in-flight" | "uninitialized" => KeepKind::Waiting,
+            "in-flight" | "uninitialized" | "nominated" => KeepKind::Waiting,
             _ => KeepKind::DisruptionBlocked,
         };
         assert_eq!(kinds(&plan, node), [kind], "{node}");

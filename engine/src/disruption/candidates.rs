@@ -109,8 +109,9 @@ pub(crate) fn collect(c: &Cluster, expired: &[bool], notes: &mut Notes) -> Vec<C
 }
 
 /// Karpenter's checks, in its order, with its words. A node still on its
-/// way up is not blocked, only not a candidate yet: Waiting, so no event
-/// is published for each step of every launch.
+/// way up, or just nominated for a pending pod, is not blocked, only not a
+/// candidate yet: Waiting, so no event is published for each step of every
+/// launch.
 fn validate(c: &Cluster, n: &NodeView) -> Result<(), KeepReason> {
     let waiting = |message: &str| KeepReason {
         kind: KeepKind::Waiting,
@@ -127,7 +128,7 @@ fn validate(c: &Cluster, n: &NodeView) -> Result<(), KeepReason> {
         return Err(blocked("Node is deleting or marked for deletion"));
     }
     if node.nominated {
-        return Err(blocked("Node is nominated for a pending pod"));
+        return Err(waiting("Node is nominated for a pending pod"));
     }
     if node_protected(c, node) {
         return Err(blocked(format!(
@@ -296,11 +297,12 @@ fn consolidatable(c: &Cluster, pool: &PoolView, node: &ClusterNode) -> Result<()
     };
     let after = match &pool.consolidate_after {
         Ok(Some(d)) => *d,
+        // The pool's own setting, not news about the node: no event.
         Ok(None) => {
-            return Err(unconsolidatable(format!(
-                "NodePool {:?} has consolidation disabled",
-                pool.name()
-            )));
+            return Err(KeepReason {
+                kind: KeepKind::Waiting,
+                message: format!("NodePool {:?} has consolidation disabled", pool.name()),
+            });
         }
         Err(why) => {
             return Err(unconsolidatable(format!(

@@ -86,7 +86,9 @@ pub enum KeepKind {
     DisruptionBlocked,
     /// Karpenter's Unconsolidatable: consolidation looked and found nothing.
     Unconsolidatable,
-    /// Nothing wrong: not its turn (consolidateAfter, or another command came first).
+    /// Nothing wrong, nothing to publish: not its turn (on its way up,
+    /// nominated, consolidateAfter, another command first) or not asked for
+    /// (consolidateAfter: Never).
     Waiting,
 }
 
