@@ -33,6 +33,12 @@ pub(crate) async fn initialize(
         return Ok(Step::Wait(Duration::from_secs(10)));
     };
     if let Some(why) = not_initialized(nc, &node) {
+        // A node says why it is not initialized yet once that has lasted:
+        // on its way up it passes through several reasons in seconds, and
+        // each written would be a status write per reason per node.
+        if let Some(left) = reason_held_back(status, jiff::Timestamp::now()) {
+            return Ok(Step::Wait(left));
+        }
         conditions::set(
             &mut status.conditions,
             INITIALIZED,
@@ -76,6 +82,25 @@ pub(crate) async fn initialize(
         .await;
     tracing::info!(nodeclaim = %nc.name_any(), node = %node.name_any(), "initialized");
     Ok(Step::Continue)
+}
+
+/// How long a registered node may be uninitialized before the reason is
+/// written on its NodeClaim.
+const REASON_AFTER: Duration = Duration::from_secs(30);
+
+/// How long until the reason is written, if not yet: [`REASON_AFTER`]
+/// from the Registered condition's transition.
+fn reason_held_back(status: &NodeClaimStatus, now: jiff::Timestamp) -> Option<Duration> {
+    let registered_for = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == REGISTERED)
+        .and_then(|c| Duration::try_from(now.duration_since(c.last_transition_time.0)).ok())
+        .unwrap_or_default();
+    REASON_AFTER
+        .checked_sub(registered_for)
+        .filter(|left| !left.is_zero())
+        .map(|left| left.max(Duration::from_secs(1)))
 }
 
 /// Why the Node is not initialized yet, or `None` when it is.
@@ -146,6 +171,35 @@ mod tests {
             }
         }))
         .expect("a Node")
+    }
+
+    #[test]
+    fn the_reason_waits_until_the_node_has_been_registered_a_while() {
+        let registered_at = jiff::Timestamp::from_second(1_000).expect("a time");
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let status = NodeClaimStatus {
+            conditions: vec![Condition {
+                type_: REGISTERED.into(),
+                status: "True".into(),
+                reason: "Registered".into(),
+                message: String::new(),
+                last_transition_time: Time(registered_at),
+                observed_generation: None,
+            }],
+            ..NodeClaimStatus::default()
+        };
+        let at = |s: i64| registered_at + jiff::SignedDuration::from_secs(s);
+        assert_eq!(
+            reason_held_back(&status, at(5)),
+            Some(Duration::from_secs(25)),
+            "a node on its way up: looked at again when the reason is due"
+        );
+        assert_eq!(reason_held_back(&status, at(30)), None);
+        assert_eq!(
+            reason_held_back(&status, at(600)),
+            None,
+            "a stuck node says why"
+        );
     }
 
     #[test]
