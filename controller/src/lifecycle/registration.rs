@@ -102,9 +102,9 @@ fn time_left(age_seconds: f64, ttl: Duration) -> Option<Duration> {
 
 /// Labels, the finalizer, the owner reference and taints in one JSON patch.
 /// Kubelets update their Node all the time, so the patch is not tied to a
-/// resourceVersion: it holds each list it replaces to the copy it was
-/// computed from with a `test` op (a null test holds the member absent), and
-/// is recomputed from a fresh read only when one of those lists changed.
+/// resourceVersion: it tests each item it removes where it was seen (a null
+/// test holds an absent list absent), appends the rest, and is recomputed
+/// from a fresh read only when such a test fails.
 async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()> {
     let api = Api::<Node>::all(ctx.client.clone());
     let mut node = node.clone();
@@ -139,31 +139,35 @@ fn pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Ops that make the list at `path` `want`: appends when the list exists
-/// and only gains items, otherwise a replacement of the whole list after a
-/// test that it is still `have` (absent when `None`).
-fn list_ops<T: serde::Serialize + PartialEq>(
+/// Ops that drop the items `drop` picks from the list at `path` and append
+/// `append`. Each dropped item is tested where it was seen, then removed,
+/// last first; appends go to the end. So another writer's change elsewhere
+/// in the list (the node lifecycle controller's not-ready taints) does not
+/// fail the patch, and one that moved a dropped item does. An absent list
+/// is tested absent and made.
+fn list_ops<T: serde::Serialize>(
     ops: &mut Vec<serde_json::Value>,
     path: &str,
     have: Option<&[T]>,
-    want: &[T],
+    drop: impl Fn(&T) -> bool,
+    append: &[T],
 ) {
     use serde_json::json;
-    let current = have.unwrap_or_default();
-    if current == want {
-        return;
-    }
-    if let Some(h) = have
-        && !h.is_empty()
-        && want.starts_with(h)
-    {
-        for item in &want[h.len()..] {
-            ops.push(json!({"op": "add", "path": format!("{path}/-"), "value": item}));
+    let Some(have) = have else {
+        if !append.is_empty() {
+            ops.push(json!({"op": "test", "path": path, "value": null}));
+            ops.push(json!({"op": "add", "path": path, "value": append}));
         }
         return;
+    };
+    for (i, item) in have.iter().enumerate().rev().filter(|(_, t)| drop(t)) {
+        let at = format!("{path}/{i}");
+        ops.push(json!({"op": "test", "path": at, "value": item}));
+        ops.push(json!({"op": "remove", "path": at}));
     }
-    ops.push(json!({"op": "test", "path": path, "value": have}));
-    ops.push(json!({"op": "add", "path": path, "value": want}));
+    for item in append {
+        ops.push(json!({"op": "add", "path": format!("{path}/-"), "value": item}));
+    }
 }
 
 fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
@@ -184,17 +188,18 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
         }
     }
 
-    let mut finalizers = node.finalizers().to_vec();
-    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
-        finalizers.push(TERMINATION_FINALIZER.into());
-    }
+    let finalizer: &[String] = if node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
+        &[]
+    } else {
+        &[TERMINATION_FINALIZER.to_owned()]
+    };
     let have = node.metadata.finalizers.as_deref();
-    list_ops(&mut ops, "/metadata/finalizers", have, &finalizers);
+    list_ops(&mut ops, "/metadata/finalizers", have, |_| false, finalizer);
 
-    let mut owners = node.owner_references().to_vec();
     let uid = nc.metadata.uid.clone().unwrap_or_default();
-    if !owners.iter().any(|o| o.uid == uid) {
-        owners.push(OwnerReference {
+    let mut owner = Vec::new();
+    if !node.owner_references().iter().any(|o| o.uid == uid) {
+        owner.push(OwnerReference {
             api_version: NodeClaim::api_version(&()).into(),
             kind: NodeClaim::kind(&()).into(),
             name: nc.name_any(),
@@ -204,24 +209,25 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
         });
     }
     let have = node.metadata.owner_references.as_deref();
-    list_ops(&mut ops, "/metadata/ownerReferences", have, &owners);
+    list_ops(
+        &mut ops,
+        "/metadata/ownerReferences",
+        have,
+        |_| false,
+        &owner,
+    );
 
-    let mut taints: Vec<Taint> = node
-        .taints()
-        .iter()
-        .filter(|t| t.key != UNREGISTERED_TAINT)
-        .cloned()
-        .collect();
+    let unregistered = |t: &Taint| t.key == UNREGISTERED_TAINT;
+    let mut taints: Vec<Taint> = Vec::new();
     for t in nc.spec.taints.iter().chain(&nc.spec.startup_taints) {
-        if !taints
-            .iter()
-            .any(|x| x.key == t.key && x.effect == t.effect)
-        {
+        let has = |x: &Taint| x.key == t.key && x.effect == t.effect;
+        let on_node = node.taints().iter().any(|x| !unregistered(x) && has(x));
+        if !on_node && !taints.iter().any(has) {
             taints.push(t.clone());
         }
     }
     let have = node.spec.as_ref().and_then(|s| s.taints.as_deref());
-    list_ops(&mut ops, "/spec/taints", have, &taints);
+    list_ops(&mut ops, "/spec/taints", have, unregistered, &taints);
     ops
 }
 
@@ -323,20 +329,36 @@ mod tests {
     }
 
     #[test]
-    fn a_node_that_changed_a_list_the_patch_replaces_refuses_it() {
+    fn a_patch_keeps_what_others_changed_and_refuses_a_list_it_misread() {
         let nc: NodeClaim = fixtures::claim("a").build();
         let seen: Node = fixtures::node("a")
             .taint(UNREGISTERED_TAINT, "NoExecute")
             .build();
         let ops = patch(&nc, &seen);
-        // The node lifecycle controller taints a new Node not-ready meanwhile.
+        // The node lifecycle controller taints a new Node not-ready meanwhile:
+        // the patch still applies, and keeps that taint.
         let now: Node = fixtures::node("a")
             .taint(UNREGISTERED_TAINT, "NoExecute")
             .taint("node.kubernetes.io/not-ready", "NoSchedule")
             .build();
-        assert!(apply(&now, &ops).is_err(), "the taint test fails");
+        let synced = apply(&now, &ops).expect("applies");
+        assert_eq!(
+            keys(&synced),
+            [("node.kubernetes.io/not-ready".into(), "NoSchedule".into())]
+        );
         // A status update changes no list: the same patch applies.
         assert!(apply(&seen, &ops).is_ok());
+        // A taint put before the one removed moves it: the test fails.
+        let moved: Node = fixtures::node("a")
+            .taint("node.kubernetes.io/not-ready", "NoSchedule")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .build();
+        assert!(apply(&moved, &ops).is_err(), "the moved taint's test fails");
+        let again = apply(&moved, &patch(&nc, &moved)).expect("recomputed");
+        assert_eq!(
+            keys(&again),
+            [("node.kubernetes.io/not-ready".into(), "NoSchedule".into())]
+        );
 
         // Another writer's finalizer on a Node that had none.
         let finalized: Node = fixtures::node("a")
