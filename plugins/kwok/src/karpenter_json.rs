@@ -8,6 +8,7 @@
 use crate::catalog::{LABEL_CPU, LABEL_FAMILY, LABEL_MEMORY, LABEL_SIZE};
 use karpenter_plugin_sdk::prelude::*;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 #[derive(Deserialize)]
@@ -45,12 +46,60 @@ struct RawRequirement {
 }
 
 /// Every type in the file, all offerings available.
-pub fn parse(json: &str) -> Result<Vec<InstanceType>, String> {
-    let raw: Vec<RawType> = serde_json::from_str(json)
-        .map_err(|e| format!("INSTANCE_TYPES is not Karpenter's kwok catalog JSON: {e}"))?;
-    raw.into_iter()
-        .map(|t| instance_type(t).map_err(|e| format!("INSTANCE_TYPES: {e}")))
-        .collect()
+#[cfg(test)]
+fn parse(json: &str) -> Result<Vec<InstanceType>, String> {
+    Index::of(json)?.each().collect()
+}
+
+/// The file's types by name, each parsed only when asked for: a create
+/// parses the types its claim lists, not the catalog.
+pub struct Index<'a> {
+    types: Vec<(std::borrow::Cow<'a, str>, &'a RawValue)>,
+}
+
+#[derive(Deserialize)]
+struct Named<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
+}
+
+fn not_the_format(e: serde_json::Error) -> String {
+    format!("INSTANCE_TYPES is not Karpenter's kwok catalog JSON: {e}")
+}
+
+impl<'a> Index<'a> {
+    pub fn of(json: &'a str) -> Result<Self, String> {
+        let items: Vec<&RawValue> = serde_json::from_str(json).map_err(not_the_format)?;
+        let types = items
+            .into_iter()
+            .map(|item| {
+                let named: Named = serde_json::from_str(item.get()).map_err(not_the_format)?;
+                Ok((named.name, item))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Index { types })
+    }
+
+    /// Every type, in the file's order.
+    pub fn each(&self) -> impl Iterator<Item = Result<InstanceType, String>> + '_ {
+        self.types.iter().map(|(_, item)| parse_one(item))
+    }
+
+    /// The types of this name (one, in Karpenter's file).
+    pub fn named<'s>(
+        &'s self,
+        name: &'s str,
+    ) -> impl Iterator<Item = Result<InstanceType, String>> + 's {
+        self.types
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, item)| parse_one(item))
+    }
+}
+
+fn parse_one(item: &RawValue) -> Result<InstanceType, String> {
+    let raw: RawType = serde_json::from_str(item.get()).map_err(not_the_format)?;
+    instance_type(raw).map_err(|e| format!("INSTANCE_TYPES: {e}"))
 }
 
 fn instance_type(raw: RawType) -> Result<InstanceType, String> {
@@ -216,6 +265,25 @@ mod tests {
             it.overhead.kube_reserved,
             resources(&[("cpu", "100m".into()), ("memory", "10Mi".into())])
         );
+    }
+
+    #[test]
+    fn a_type_is_found_by_name_and_parsed_alone() {
+        let two = format!(
+            "[{}, {}]",
+            &ONE[1..ONE.len() - 1],
+            r#"{"name":"m-4x-amd64-linux","resources":{"cpu":"4"},"offerings":"not offerings"}"#
+        );
+        let index = Index::of(&two).expect("names read");
+        let c2 = index.named("c-2x-amd64-linux").collect::<Vec<_>>();
+        assert_eq!(c2.len(), 1);
+        assert_eq!(c2[0].as_ref().expect("parses").name, "c-2x-amd64-linux");
+        assert!(
+            index.named("m-4x-amd64-linux").all(|t| t.is_err()),
+            "a broken type fails where it is read"
+        );
+        assert_eq!(index.named("absent").count(), 0);
+        assert!(parse(&two).is_err(), "the whole catalog reads every type");
     }
 
     #[test]

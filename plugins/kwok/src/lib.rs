@@ -57,7 +57,7 @@ impl Guest for Kwok {
 
     fn get_instance_types(_pool: NodePool, class: NodeClass) -> Result<Vec<InstanceType>, Error> {
         ensure_kind(&class, GROUP, KIND)?;
-        Ok(instance_types()?.collect())
+        instance_types()?.collect()
     }
 
     fn create(claim: NodeClaim, class: NodeClass) -> Result<Instance, Error> {
@@ -99,16 +99,22 @@ impl Guest for Kwok {
 /// offerings that recently failed marked unavailable. The setting
 /// INSTANCE_TYPES, when present, holds a catalog in the JSON of Karpenter's
 /// kwok provider; otherwise the built-in synthetic one.
-fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
+fn instance_types() -> Result<impl Iterator<Item = Result<InstanceType, Error>>, Error> {
+    let adjust = adjustments()?;
+    let base: Box<dyn Iterator<Item = Result<InstanceType, String>>> = match imported_index() {
+        Some(index) => Box::new(index.as_ref().map_err(|e| fatal(e.clone()))?.each()),
+        None => Box::new(synthetic().iter().cloned().map(Ok)),
+    };
+    Ok(base.map(move |it| Ok(adjust(it.map_err(fatal)?))))
+}
+
+/// What a type of the catalog becomes as offered now: with its reservations,
+/// and its offerings that recently failed marked unavailable.
+fn adjustments() -> Result<impl Fn(InstanceType) -> InstanceType, Error> {
     let reserved = reservations::configured()?;
     let left = reservations::left(reserved)?;
     let unavailable = cache::keys("unavailable/");
-    let base = match imported() {
-        Some(Ok(types)) => types,
-        Some(Err(e)) => return Err(fatal(e.clone())),
-        None => synthetic(),
-    };
-    Ok(base.iter().cloned().map(move |mut it| {
+    Ok(move |mut it: InstanceType| {
         reservations::add_offerings(&mut it, reserved, &left);
         for o in &mut it.offerings {
             let key = catalog::unavailable_key(&it.name, &o.zone, &o.capacity_type);
@@ -117,7 +123,7 @@ fn instance_types() -> Result<impl Iterator<Item = InstanceType>, Error> {
             }
         }
         it
-    }))
+    })
 }
 
 /// No notice before the cloud takes an instance.
@@ -135,8 +141,8 @@ impl CompactCatalog for Kwok {
         static TABLE: std::sync::OnceLock<Result<InstanceTypeTable, String>> =
             std::sync::OnceLock::new();
         let base = TABLE
-            .get_or_init(|| match imported() {
-                Some(Ok(types)) => Ok(table(types)),
+            .get_or_init(|| match imported_index() {
+                Some(Ok(index)) => Ok(table(&index.each().collect::<Result<Vec<_>, _>>()?)),
                 Some(Err(e)) => Err(e.clone()),
                 None => Ok(table(synthetic())),
             })
@@ -175,15 +181,20 @@ fn synthetic() -> &'static [InstanceType] {
     })
 }
 
-/// The INSTANCE_TYPES catalog, parsed once per instance: instances are reused
+/// The INSTANCE_TYPES setting, read once per instance: instances are reused
 /// and the setting only changes with a reload, which starts fresh ones.
-fn imported() -> Option<&'static Result<Vec<InstanceType>, String>> {
-    static IMPORTED: std::sync::OnceLock<Option<Result<Vec<InstanceType>, String>>> =
+fn imported_json() -> Option<&'static str> {
+    static JSON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    JSON.get_or_init(|| config::get_setting("INSTANCE_TYPES"))
+        .as_deref()
+}
+
+/// Where each type of the INSTANCE_TYPES catalog is, found once per instance.
+fn imported_index() -> Option<&'static Result<karpenter_json::Index<'static>, String>> {
+    static INDEX: std::sync::OnceLock<Option<Result<karpenter_json::Index<'static>, String>>> =
         std::sync::OnceLock::new();
-    IMPORTED
-        .get_or_init(|| {
-            config::get_setting("INSTANCE_TYPES").map(|json| karpenter_json::parse(&json))
-        })
+    INDEX
+        .get_or_init(|| imported_json().map(karpenter_json::Index::of))
         .as_ref()
 }
 
@@ -191,12 +202,26 @@ fn imported() -> Option<&'static Result<Vec<InstanceType>, String>> {
 /// the prices its NodeOverlays may have changed) with an available offering
 /// the claim allows, and that type's cheapest such offering; by this
 /// provider's prices when the claim lists no types. Only the best type so
-/// far is kept, not the catalog: up to `maxInstances` creates run at once,
-/// each in its own instance, and a catalog in each was most of their memory.
+/// far is kept, not the catalog.
 fn cheapest_fit(claim: &NodeClaim) -> Result<Option<(InstanceType, Offering)>, Error> {
+    // With a catalog imported, the listed types are parsed one by one, in
+    // the claim's order, rather than the whole file on every create.
+    if let Some(index) = imported_index() {
+        let index = index.as_ref().map_err(|e| fatal(e.clone()))?;
+        let adjust = adjustments()?;
+        for name in listed_types(claim) {
+            for it in index.named(name) {
+                let it = adjust(it.map_err(fatal)?);
+                if let Some(offering) = cheapest_offering_of(claim, &it).cloned() {
+                    return Ok(Some((it, offering)));
+                }
+            }
+        }
+    }
     let rank = listed_rank(claim);
     let mut best: Option<(usize, InstanceType, Offering)> = None;
     for it in instance_types()? {
+        let it = it?;
         let Some(offering) = cheapest_offering_of(claim, &it) else {
             continue;
         };
@@ -210,6 +235,16 @@ fn cheapest_fit(claim: &NodeClaim) -> Result<Option<(InstanceType, Offering)>, E
         }
     }
     Ok(best.map(|(_, it, o)| (it, o)))
+}
+
+/// The instance types the claim lists, cheapest first; none when it lists
+/// none.
+fn listed_types(claim: &NodeClaim) -> &[String] {
+    claim
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_TYPE && matches!(r.operator, Operator::In))
+        .map_or(&[], |r| r.values.as_slice())
 }
 
 /// The setting OUT_OF_CAPACITY lists offerings (`type/zone/capacity-type`,
