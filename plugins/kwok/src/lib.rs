@@ -57,7 +57,7 @@ impl Guest for Kwok {
 
     fn get_instance_types(_pool: NodePool, class: NodeClass) -> Result<Vec<InstanceType>, Error> {
         ensure_kind(&class, GROUP, KIND)?;
-        instance_types()?.collect()
+        instance_types(None)?.collect()
     }
 
     fn create(claim: NodeClaim, class: NodeClass) -> Result<Instance, Error> {
@@ -95,15 +95,30 @@ impl Guest for Kwok {
     }
 }
 
-/// The catalog, one type at a time, with its reservations and with the
-/// offerings that recently failed marked unavailable. The setting
-/// INSTANCE_TYPES, when present, holds a catalog in the JSON of Karpenter's
-/// kwok provider; otherwise the built-in synthetic one.
-fn instance_types() -> Result<impl Iterator<Item = Result<InstanceType, Error>>, Error> {
+/// The catalog (only the types of `name`, if given), one type at a time,
+/// with its reservations and with the offerings that recently failed marked
+/// unavailable. The setting INSTANCE_TYPES, when present, holds a catalog in
+/// the JSON of Karpenter's kwok provider, each type parsed as it is reached;
+/// otherwise the built-in synthetic one.
+fn instance_types(
+    name: Option<&str>,
+) -> Result<impl Iterator<Item = Result<InstanceType, Error>> + '_, Error> {
     let adjust = adjustments()?;
     let base: Box<dyn Iterator<Item = Result<InstanceType, String>>> = match imported_index() {
-        Some(index) => Box::new(index.as_ref().map_err(|e| fatal(e.clone()))?.each()),
-        None => Box::new(synthetic().iter().cloned().map(Ok)),
+        Some(index) => {
+            let index = index.as_ref().map_err(|e| fatal(e.clone()))?;
+            match name {
+                Some(name) => Box::new(index.named(name)),
+                None => Box::new(index.each()),
+            }
+        }
+        None => Box::new(
+            synthetic()
+                .iter()
+                .filter(move |it| name.is_none_or(|n| it.name == n))
+                .cloned()
+                .map(Ok),
+        ),
     };
     Ok(base.map(move |it| Ok(adjust(it.map_err(fatal)?))))
 }
@@ -201,50 +216,34 @@ fn imported_index() -> Option<&'static Result<karpenter_json::Index<'static>, St
 /// The first type the claim lists (the host lists them cheapest first, at
 /// the prices its NodeOverlays may have changed) with an available offering
 /// the claim allows, and that type's cheapest such offering; by this
-/// provider's prices when the claim lists no types. Only the best type so
-/// far is kept, not the catalog.
+/// provider's prices when the claim lists no types. Only the listed types
+/// are read, one by one: an unlisted type never meets the claim's
+/// instance-type requirement.
 fn cheapest_fit(claim: &NodeClaim) -> Result<Option<(InstanceType, Offering)>, Error> {
-    // With a catalog imported, the listed types are parsed one by one, in
-    // the claim's order, rather than the whole file on every create.
-    if let Some(index) = imported_index() {
-        let index = index.as_ref().map_err(|e| fatal(e.clone()))?;
-        let adjust = adjustments()?;
-        for name in listed_types(claim) {
-            for it in index.named(name) {
-                let it = adjust(it.map_err(fatal)?);
+    let listed = listed_types(claim);
+    if !listed.is_empty() {
+        for name in listed {
+            for it in instance_types(Some(name))? {
+                let it = it?;
                 if let Some(offering) = cheapest_offering_of(claim, &it).cloned() {
                     return Ok(Some((it, offering)));
                 }
             }
         }
+        return Ok(None);
     }
-    let rank = listed_rank(claim);
-    let mut best: Option<(usize, InstanceType, Offering)> = None;
-    for it in instance_types()? {
+    let mut best: Option<(InstanceType, Offering)> = None;
+    for it in instance_types(None)? {
         let it = it?;
         let Some(offering) = cheapest_offering_of(claim, &it) else {
             continue;
         };
-        let r = rank(&it.name);
-        let better = best
-            .as_ref()
-            .is_none_or(|(br, _, b)| (r, offering.price) < (*br, b.price));
-        if better {
+        if best.as_ref().is_none_or(|(_, b)| offering.price < b.price) {
             let offering = offering.clone();
-            best = Some((r, it, offering));
+            best = Some((it, offering));
         }
     }
-    Ok(best.map(|(_, it, o)| (it, o)))
-}
-
-/// The instance types the claim lists, cheapest first; none when it lists
-/// none.
-fn listed_types(claim: &NodeClaim) -> &[String] {
-    claim
-        .requirements
-        .iter()
-        .find(|r| r.key == labels::INSTANCE_TYPE && matches!(r.operator, Operator::In))
-        .map_or(&[], |r| r.values.as_slice())
+    Ok(best)
 }
 
 /// The setting OUT_OF_CAPACITY lists offerings (`type/zone/capacity-type`,

@@ -62,7 +62,7 @@ pub mod prelude {
     pub use crate::node::{kubelet_taint, node_labels, node_taints, resolved_labels};
     pub use crate::node_class::ensure_kind;
     pub use crate::requirements::{
-        cheapest_offering_of, label_allowed, listed_rank, offering_to_launch,
+        cheapest_offering_of, label_allowed, listed_rank, listed_types, offering_to_launch,
     };
     pub use crate::reserved::add_reserved_offering;
     pub use crate::resources::*;

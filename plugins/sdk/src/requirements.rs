@@ -59,12 +59,18 @@ pub fn offering_to_launch<'a>(
 /// NodeOverlays may make differ from the provider's own. Types it does not
 /// list (a claim that names none, a static NodePool's) rank last.
 pub fn listed_rank(claim: &NodeClaim) -> impl Fn(&str) -> usize + '_ {
-    let listed: &[String] = claim
+    let listed = listed_types(claim);
+    move |name| listed.iter().position(|t| t == name).unwrap_or(usize::MAX)
+}
+
+/// The instance types the NodeClaim lists, in its order (cheapest first);
+/// empty when it lists none.
+pub fn listed_types(claim: &NodeClaim) -> &[String] {
+    claim
         .requirements
         .iter()
         .find(|r| r.key == labels::INSTANCE_TYPE && matches!(r.operator, Operator::In))
-        .map_or(&[], |r| r.values.as_slice());
-    move |name| listed.iter().position(|t| t == name).unwrap_or(usize::MAX)
+        .map_or(&[], |r| r.values.as_slice())
 }
 
 /// The cheapest available offering of this one instance type that the
