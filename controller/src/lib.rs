@@ -46,6 +46,7 @@ mod node_addresses;
 mod node_class_status;
 mod node_classes;
 pub mod node_overlays;
+mod node_patch;
 mod node_pool_status;
 mod node_termination;
 mod nominations;

@@ -7,12 +7,13 @@
 
 use super::Ctx;
 use crate::crds::NodeClaim;
+use crate::node_patch;
 use crate::slim::Node;
 use crate::slim::Pod;
 use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
 use k8s_openapi::api::core::v1::Taint;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, EvictParams};
 use kube::runtime::reflector::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -72,10 +73,13 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
+/// Works from the watch's copy of the Node: its edits keep what others
+/// changed ([`node_patch`]), so no pass needs a read of its own.
 async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     let nodes = Api::<Node>::all(ctx.client.clone());
+    let watched = || ctx.cluster.nodes.get(&ObjectRef::new(name));
     loop {
-        let Some(node) = nodes.get_opt(name).await? else {
+        let Some(node) = watched() else {
             return Ok(());
         };
         if !node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER) {
@@ -147,19 +151,11 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         }
         tokio::time::sleep(RETRY).await;
     }
-    let node = nodes.get_opt(name).await?;
-    if let Some(node) = node {
-        let finalizers: Vec<&String> = node
-            .finalizers()
-            .iter()
-            .filter(|f| *f != TERMINATION_FINALIZER)
-            .collect();
-        let patch = serde_json::json!({
-            "metadata": {"finalizers": finalizers, "resourceVersion": node.resource_version()}
-        });
-        nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    if let Some(node) = watched() {
+        let drop = |n: &Node| node_patch::drop_finalizer(n, TERMINATION_FINALIZER);
+        if !node_patch::apply(&nodes, &node, drop).await? {
+            return Ok(());
+        }
         let pool = node
             .label(vocabulary::labels::NODE_POOL)
             .map(str::to_string);
@@ -180,26 +176,18 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
 
 /// Adds `karpenter.sh/disrupted:NoSchedule`, so nothing new lands on it.
 pub(crate) async fn taint(nodes: &Api<Node>, node: &Node) -> anyhow::Result<()> {
-    let mut taints = node.taints().to_vec();
-    if taints.iter().any(|t| t.key == DISRUPTED_TAINT) {
-        return Ok(());
-    }
-    taints.push(Taint {
+    let disrupted = Taint {
         key: DISRUPTED_TAINT.into(),
         effect: "NoSchedule".into(),
         ..Taint::default()
-    });
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": node.resource_version()},
-        "spec": {"taints": taints},
-    });
-    nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    };
+    let edit = |n: &Node| {
+        if n.taints().iter().any(|t| t.key == DISRUPTED_TAINT) {
+            return Vec::new();
+        }
+        node_patch::taint_ops(n, |_| false, std::slice::from_ref(&disrupted))
+    };
+    node_patch::apply(nodes, node, edit).await?;
     Ok(())
 }
 

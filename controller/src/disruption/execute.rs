@@ -11,12 +11,14 @@ use crate::Ctx;
 use crate::crds::NodeClaim;
 use crate::crds::nodeclaim::conditions;
 use crate::metrics::{DecisionLabels, DisruptedLabels};
+use crate::node_patch;
 use crate::node_termination;
 use crate::provisioner::{self, Pool};
 use crate::slim::Node;
 use engine::disruption::{Command, Method};
+use k8s_openapi::api::core::v1::Taint;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -224,7 +226,16 @@ async fn deletion_seen(ctx: &Ctx, claims: &[Arc<NodeClaim>]) {
 async fn untaint_all(ctx: &Ctx, nodes: &[Arc<Node>]) {
     let api = Api::<Node>::all(ctx.client.clone());
     for n in nodes {
-        if let Err(u) = untaint(&api, &n.name_any()).await {
+        // A fresh read: the watch's copy may not show the taint added yet.
+        let fresh = match api.get_opt(&n.name_any()).await {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(node = %n.name_any(), error = %e, "untainting");
+                continue;
+            }
+        };
+        if let Err(u) = untaint(&api, &fresh).await {
             tracing::warn!(node = %n.name_any(), error = format!("{u:#}"), "untainting");
         }
     }
@@ -310,21 +321,10 @@ async fn wait_initialized(ctx: &Ctx, names: &[String]) -> anyhow::Result<()> {
     }
 }
 
-pub(super) async fn untaint(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
-    let Some(node) = api.get_opt(name).await? else {
-        return Ok(());
-    };
-    let taints: Vec<_> = node
-        .taints()
-        .iter()
-        .filter(|t| t.key != vocabulary::taints::DISRUPTED)
-        .collect();
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": node.resource_version()},
-        "spec": {"taints": taints},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+/// Removes the disruption taint `seen` shows.
+pub(super) async fn untaint(api: &Api<Node>, seen: &Node) -> anyhow::Result<()> {
+    let disrupted = |t: &Taint| t.key == vocabulary::taints::DISRUPTED;
+    node_patch::apply(api, seen, |n| node_patch::taint_ops(n, disrupted, &[])).await?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 use super::execute::{ClaimIndex, untaint};
 use crate::Ctx;
 use crate::slim::Node;
+use kube::ResourceExt;
 use kube::api::Api;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ pub fn stale<'a>(
     nodes: &'a [Arc<Node>],
     index: &ClaimIndex<'_>,
     held: impl Fn(&str) -> bool,
-) -> Vec<&'a str> {
+) -> Vec<&'a Node> {
     nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none())
@@ -26,12 +27,12 @@ pub fn stale<'a>(
                 .iter()
                 .any(|t| t.key == vocabulary::taints::DISRUPTED)
         })
-        .filter_map(|n| {
-            let name = n.metadata.name.as_deref()?;
+        .filter(|n| {
             // A Node without a NodeClaim is not ours to untaint.
-            let claim = index.of(name)?;
-            claim.metadata.deletion_timestamp.is_none().then_some(name)
+            let claim = n.metadata.name.as_deref().and_then(|name| index.of(name));
+            claim.is_some_and(|c| c.metadata.deletion_timestamp.is_none())
         })
+        .map(|n| &**n)
         .collect()
 }
 
@@ -43,11 +44,12 @@ pub async fn remove(ctx: &Ctx) {
         return;
     }
     let api = Api::<Node>::all(ctx.client.clone());
-    for name in stale {
-        match untaint(&api, name).await {
+    for node in stale {
+        let name = node.name_any();
+        match untaint(&api, node).await {
             Ok(()) => {
-                tracing::info!(node = name, "removed a stale disruption taint");
-                if let Some(claim) = index.of(name) {
+                tracing::info!(node = %name, "removed a stale disruption taint");
+                if let Some(claim) = index.of(&name) {
                     ctx.events
                         .normal(
                             &**claim,
@@ -58,7 +60,7 @@ pub async fn remove(ctx: &Ctx) {
                 }
             }
             Err(e) => tracing::warn!(
-                node = name,
+                node = %name,
                 error = format!("{e:#}"),
                 "removing a stale disruption taint"
             ),
@@ -121,8 +123,11 @@ mod tests {
         ];
         let index = ClaimIndex::new(&nodes, &claims);
         assert_eq!(
-            stale(&nodes, &index, |n| n == "held-by-a-command"),
-            vec!["left-by-a-crashed-leader"]
+            stale(&nodes, &index, |n| n == "held-by-a-command")
+                .iter()
+                .map(|n| n.name_any())
+                .collect::<Vec<_>>(),
+            ["left-by-a-crashed-leader"]
         );
     }
 }

@@ -8,10 +8,10 @@ use super::{Step, delete_node_claim as delete};
 use crate::crds::nodeclaim::conditions::REGISTERED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::slim::Node;
-use crate::{Ctx, conditions};
+use crate::{Ctx, conditions, node_patch};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use std::time::Duration;
 use vocabulary::labels::{REGISTERED as REGISTERED_LABEL, TERMINATION_FINALIZER};
@@ -100,74 +100,19 @@ fn time_left(age_seconds: f64, ttl: Duration) -> Option<Duration> {
     (left > 0.0).then(|| Duration::from_secs_f64(left.clamp(1.0, 60.0)))
 }
 
-/// Labels, the finalizer, the owner reference and taints in one JSON patch.
-/// Kubelets update their Node all the time, so the patch is not tied to a
-/// resourceVersion: it tests each item it removes where it was seen (a null
-/// test holds an absent list absent), appends the rest, and is recomputed
-/// from a fresh read only when such a test fails.
+/// Labels, the finalizer, the owner reference and taints in one JSON patch
+/// that keeps what others changed ([`node_patch`]).
 async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()> {
     let api = Api::<Node>::all(ctx.client.clone());
-    let mut node = node.clone();
-    for _ in 0..5 {
-        let ops = patch(nc, &node);
-        if ops.is_empty() {
-            return Ok(());
-        }
-        let ops: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))?;
-        match api
-            .patch(
-                &node.name_any(),
-                &PatchParams::default(),
-                &Patch::<()>::Json(ops),
-            )
-            .await
-        {
-            // A failed test is 422, as an invalid patch would be: read the
-            // Node again either way; an invalid patch fails every try.
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
-                tracing::debug!(node = %node.name_any(), error = %e.message, "node changed under the registration patch; reading it again");
-                node = api.get(&node.name_any()).await?
-            }
-            r => return Ok(r.map(|_| ())?),
-        }
+    if !node_patch::apply(&api, node, |n| patch(nc, n)).await? {
+        anyhow::bail!("node {} is gone", node.name_any());
     }
-    anyhow::bail!("node {} kept changing; will retry", node.name_any())
+    Ok(())
 }
 
 /// A JSON pointer's segment for `key` (RFC 6901).
 fn pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
-}
-
-/// Ops that drop the items `drop` picks from the list at `path` and append
-/// `append`. Each dropped item is tested where it was seen, then removed,
-/// last first; appends go to the end. So another writer's change elsewhere
-/// in the list (the node lifecycle controller's not-ready taints) does not
-/// fail the patch, and one that moved a dropped item does. An absent list
-/// is tested absent and made.
-fn list_ops<T: serde::Serialize>(
-    ops: &mut Vec<serde_json::Value>,
-    path: &str,
-    have: Option<&[T]>,
-    drop: impl Fn(&T) -> bool,
-    append: &[T],
-) {
-    use serde_json::json;
-    let Some(have) = have else {
-        if !append.is_empty() {
-            ops.push(json!({"op": "test", "path": path, "value": null}));
-            ops.push(json!({"op": "add", "path": path, "value": append}));
-        }
-        return;
-    };
-    for (i, item) in have.iter().enumerate().rev().filter(|(_, t)| drop(t)) {
-        let at = format!("{path}/{i}");
-        ops.push(json!({"op": "test", "path": at, "value": item}));
-        ops.push(json!({"op": "remove", "path": at}));
-    }
-    for item in append {
-        ops.push(json!({"op": "add", "path": format!("{path}/-"), "value": item}));
-    }
 }
 
 fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
@@ -194,7 +139,7 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
         &[TERMINATION_FINALIZER.to_owned()]
     };
     let have = node.metadata.finalizers.as_deref();
-    list_ops(&mut ops, "/metadata/finalizers", have, |_| false, finalizer);
+    node_patch::list_ops(&mut ops, "/metadata/finalizers", have, |_| false, finalizer);
 
     let uid = nc.metadata.uid.clone().unwrap_or_default();
     let mut owner = Vec::new();
@@ -209,7 +154,7 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
         });
     }
     let have = node.metadata.owner_references.as_deref();
-    list_ops(
+    node_patch::list_ops(
         &mut ops,
         "/metadata/ownerReferences",
         have,
@@ -226,8 +171,7 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
             taints.push(t.clone());
         }
     }
-    let have = node.spec.as_ref().and_then(|s| s.taints.as_deref());
-    list_ops(&mut ops, "/spec/taints", have, unregistered, &taints);
+    ops.extend(node_patch::taint_ops(node, unregistered, &taints));
     ops
 }
 
@@ -235,7 +179,7 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
 mod tests {
     use super::*;
     use crate::fixtures;
-    use serde_json::json;
+    use crate::node_patch::apply_locally;
 
     #[test]
     fn a_node_that_does_not_come_in_time_ends_its_claim() {
@@ -245,24 +189,6 @@ mod tests {
         assert_eq!(time_left(899.5, ttl), Some(Duration::from_secs(1)));
         assert_eq!(time_left(900.0, ttl), None);
         assert_eq!(time_left(5_000.0, ttl), None);
-    }
-
-    /// `ops` applied as the API server applies a JSON patch, where a test
-    /// of null holds a member absent.
-    fn apply(node: &Node, ops: &[serde_json::Value]) -> Result<Node, String> {
-        let mut doc = serde_json::to_value(node).expect("node json");
-        for op in ops {
-            if op["op"] == "test" && op["value"].is_null() {
-                let path = op["path"].as_str().expect("path");
-                if doc.pointer(path).is_some_and(|v| !v.is_null()) {
-                    return Err(format!("{path} is present"));
-                }
-                continue;
-            }
-            let one: json_patch::Patch = serde_json::from_value(json!([op])).expect("an operation");
-            json_patch::patch(&mut doc, &one).map_err(|e| e.to_string())?;
-        }
-        serde_json::from_value(doc).map_err(|e| e.to_string())
     }
 
     fn keys(node: &Node) -> Vec<(String, String)> {
@@ -292,7 +218,7 @@ mod tests {
             !ops.iter().any(|o| o["path"] == "/metadata/resourceVersion"),
             "not tied to a resourceVersion: {ops:?}"
         );
-        let synced = apply(&node, &ops).expect("applies");
+        let synced = apply_locally(&node, &ops).expect("applies");
         assert_eq!(
             synced.label("team"),
             Some("web"),
@@ -341,20 +267,23 @@ mod tests {
             .taint(UNREGISTERED_TAINT, "NoExecute")
             .taint("node.kubernetes.io/not-ready", "NoSchedule")
             .build();
-        let synced = apply(&now, &ops).expect("applies");
+        let synced = apply_locally(&now, &ops).expect("applies");
         assert_eq!(
             keys(&synced),
             [("node.kubernetes.io/not-ready".into(), "NoSchedule".into())]
         );
         // A status update changes no list: the same patch applies.
-        assert!(apply(&seen, &ops).is_ok());
+        assert!(apply_locally(&seen, &ops).is_ok());
         // A taint put before the one removed moves it: the test fails.
         let moved: Node = fixtures::node("a")
             .taint("node.kubernetes.io/not-ready", "NoSchedule")
             .taint(UNREGISTERED_TAINT, "NoExecute")
             .build();
-        assert!(apply(&moved, &ops).is_err(), "the moved taint's test fails");
-        let again = apply(&moved, &patch(&nc, &moved)).expect("recomputed");
+        assert!(
+            apply_locally(&moved, &ops).is_err(),
+            "the moved taint's test fails"
+        );
+        let again = apply_locally(&moved, &patch(&nc, &moved)).expect("recomputed");
         assert_eq!(
             keys(&again),
             [("node.kubernetes.io/not-ready".into(), "NoSchedule".into())]
@@ -366,10 +295,10 @@ mod tests {
             .finalizers(&["example.com/csi"])
             .build();
         assert_eq!(
-            apply(&finalized, &ops).err().as_deref(),
+            apply_locally(&finalized, &ops).err().as_deref(),
             Some("/metadata/finalizers is present")
         );
-        let again = apply(&finalized, &patch(&nc, &finalized)).expect("recomputed");
+        let again = apply_locally(&finalized, &patch(&nc, &finalized)).expect("recomputed");
         assert_eq!(
             again.finalizers(),
             ["example.com/csi", TERMINATION_FINALIZER]
