@@ -163,8 +163,17 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
     );
 
     let unregistered = |t: &Taint| t.key == UNREGISTERED_TAINT;
+    // Startup taints go on once, in the patch that labels the Node
+    // registered: on a Node with that label, whatever removed them since (an
+    // agent now running) must not see them come back. A registration done
+    // again (its status write lost, or its leader gone before it) finds it.
+    let startup: &[Taint] = if node.label(REGISTERED_LABEL) == Some("true") {
+        &[]
+    } else {
+        &nc.spec.startup_taints
+    };
     let mut taints: Vec<Taint> = Vec::new();
-    for t in nc.spec.taints.iter().chain(&nc.spec.startup_taints) {
+    for t in nc.spec.taints.iter().chain(startup) {
         let has = |x: &Taint| x.key == t.key && x.effect == t.effect;
         let on_node = node.taints().iter().any(|x| !unregistered(x) && has(x));
         if !on_node && !taints.iter().any(has) {
@@ -302,6 +311,42 @@ mod tests {
         assert_eq!(
             again.finalizers(),
             ["example.com/csi", TERMINATION_FINALIZER]
+        );
+    }
+
+    #[test]
+    fn startup_taints_go_on_once() {
+        let nc: NodeClaim = fixtures::claim("a")
+            .taint("dedicated", "NoSchedule")
+            .startup_taint("node.cilium.io/agent-not-ready", "NoExecute")
+            .build();
+        let booted: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .taint("node.cilium.io/agent-not-ready", "NoExecute")
+            .build();
+        let registered = apply_locally(&booted, &patch(&nc, &booted)).expect("applies");
+        assert_eq!(
+            keys(&registered),
+            [
+                ("node.cilium.io/agent-not-ready".into(), "NoExecute".into()),
+                ("dedicated".into(), "NoSchedule".into()),
+            ]
+        );
+        // The agent runs and removes its taint; then the registration is done
+        // again, as after a leader that patched the Node died before its
+        // status write. The startup taint stays gone, the regular one stays.
+        let mut agent_ran = registered.clone();
+        if let Some(spec) = agent_ran.spec.as_mut() {
+            spec.taints = Some(vec![Taint {
+                key: "dedicated".into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            }]);
+        }
+        assert!(
+            patch(&nc, &agent_ran).is_empty(),
+            "nothing to redo: {:?}",
+            patch(&nc, &agent_ran)
         );
     }
 
