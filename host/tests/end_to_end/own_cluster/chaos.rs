@@ -283,13 +283,46 @@ where
         fleet.heal();
         match check().await {
             Ok(()) => break,
-            Err(why) if start.elapsed() > timeout => panic!("{what}: timed out: {why}"),
+            Err(why) if start.elapsed() > timeout => {
+                let nodes = unready_nodes(&client(&fleet.c).await).await;
+                panic!("{what}: timed out: {why}\nnodes that take no pods: {nodes:#?}")
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
     let took = start.elapsed();
     eprintln!("{what}: {:.1}s", took.as_secs_f64());
     took
+}
+
+/// Nodes not Ready or carrying taints, with what they carry: what a stuck
+/// scale-up waits for.
+async fn unready_nodes(client: &Client) -> Vec<String> {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let taints: Vec<String> = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect();
+            (!ready || !taints.is_empty())
+                .then(|| format!("{} ready={ready} taints={taints:?}", n.name_any()))
+        })
+        .collect()
 }
 
 /// Cloud instances, NodeClaims and Nodes by providerID's last segment (the
