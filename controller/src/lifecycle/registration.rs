@@ -1,8 +1,8 @@
 //! Registration: the Node whose providerID matches joins the NodeClaim. The
 //! Node gets the NodeClaim's labels and taints (its startup taints once),
 //! the termination finalizer and an owner reference, and loses the
-//! unregistered taint that kept pods off it. A NodeClaim whose Node does not come within the registration TTL is
-//! deleted (and its instance with it).
+//! unregistered taint that kept pods off it. A NodeClaim whose Node does not
+//! come within the registration TTL is deleted (and its instance with it).
 
 use super::{Step, delete_node_claim as delete};
 use crate::crds::nodeclaim::conditions::REGISTERED;

@@ -624,6 +624,14 @@ pub async fn pods_running(client: &Client, ns: &str, app: &str, want: usize) -> 
     }
 }
 
+/// Whether the Node's Ready condition is True.
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// Every NodeClaim of the pool Launched, Registered, Initialized and Ready.
 /// A pod can run on its node a moment before the NodeClaim's own status
 /// write lands, so tests wait for this rather than read it once the pods run.

@@ -38,15 +38,6 @@ pub(crate) async fn pool_nodes(client: &kube::Client, pool: &str) -> Vec<Node> {
         .items
 }
 
-fn ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
 fn label<'a>(node: &'a Node, key: &str) -> &'a str {
     node.metadata
         .labels
@@ -380,7 +371,7 @@ async fn the_seed_azure_flow_on_the_arm_emulator() {
         let nodes = pool_nodes(&client, pool).await;
         assert!(!nodes.is_empty(), "{pool} has nodes");
         for n in &nodes {
-            assert!(ready(n), "{:?} is Ready", n.metadata.name);
+            assert!(node_ready(n), "{:?} is Ready", n.metadata.name);
             let taints = n
                 .spec
                 .as_ref()

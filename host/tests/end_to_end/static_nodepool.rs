@@ -6,23 +6,15 @@
 use crate::common;
 
 use common::cluster::*;
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-fn ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
 
 async fn ready_nodes(client: &kube::Client, pool: &str, want: usize) -> Result<(), String> {
     let nodes = kwok_nodes(client, pool).await;
     let up = nodes
         .iter()
-        .filter(|n| n.metadata.deletion_timestamp.is_none() && ready(n))
+        .filter(|n| n.metadata.deletion_timestamp.is_none() && node_ready(n))
         .count();
     if up == want && nodes.len() == want {
         Ok(())

@@ -306,11 +306,7 @@ async fn unready_nodes(client: &Client) -> Vec<String> {
     nodes
         .iter()
         .filter_map(|n| {
-            let ready = n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let ready = node_ready(n);
             let taints: Vec<String> = n
                 .spec
                 .as_ref()
