@@ -423,9 +423,11 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
                     format!("nodeclaim/{n}")
                 }
             }
+            // A NodeClaim just created is not nominated, as in Karpenter:
+            // disruption leaves it alone while uninitialized, and after that
+            // the pending pods headed for it are placed in every simulation.
             engine::Target::NewNodeClaim(i) => match created.get(*i).cloned().flatten() {
                 Some(name) => {
-                    ctx.nominations.nominate(&name, now);
                     ctx.claim_pods.add(&name, pod.as_ref(), now);
                     format!("nodeclaim/{name}")
                 }
