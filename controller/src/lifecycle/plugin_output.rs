@@ -62,7 +62,8 @@ pub fn plugin_may_set(key: &str) -> bool {
 /// The labels to add to a NodeClaim from its launched instance: the host's
 /// own from the instance's fields, then the plugin's that it may set and
 /// that the NodeClaim does not already have. Also the plugin's labels that
-/// were refused.
+/// were refused; one the NodeClaim already has, with the same value (a
+/// plugin reporting its Node's labels back), is neither.
 pub fn labels_to_add(
     current: &BTreeMap<String, String>,
     plugin_labels: &[(String, String)],
@@ -71,11 +72,12 @@ pub fn labels_to_add(
     let mut add = BTreeMap::new();
     let mut refused = Vec::new();
     for (k, v) in plugin_labels {
-        if from_fields.iter().any(|(f, _)| f == k) {
-            // The host sets these from the instance's fields.
-        } else if !plugin_may_set(k) || current.get(k).is_some_and(|c| c != v) {
+        if from_fields.iter().any(|(f, _)| f == k) || current.get(k) == Some(v) {
+            // The host sets these from the instance's fields, or it is
+            // already there.
+        } else if !plugin_may_set(k) || current.contains_key(k) {
             refused.push(k.clone());
-        } else if current.get(k) != Some(v) {
+        } else {
             add.insert(k.clone(), v.clone());
         }
     }
@@ -155,6 +157,7 @@ mod tests {
         let plugin = [
             ("team", "b"),
             ("karpenter.sh/nodepool", "other"),
+            ("karpenter.sh/nodepool", "default"),
             ("karpenter.sh/initialized", "true"),
             ("kubernetes.io/hostname", "x"),
             ("node-restriction.kubernetes.io/trusted", "yes"),

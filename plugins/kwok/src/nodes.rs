@@ -227,7 +227,12 @@ fn instance(node: Node) -> Instance {
         provider_id: spec.provider_id,
         image_id: "kwok".into(),
         state,
-        labels: meta.labels.into_iter().collect(),
+        // The kubelet's own label is not the instance's to report.
+        labels: meta
+            .labels
+            .into_iter()
+            .filter(|(k, _)| k != labels::HOSTNAME)
+            .collect(),
         capacity: status.capacity.into_iter().collect(),
         allocatable: status.allocatable.into_iter().collect(),
         created_at: meta.creation_timestamp,
