@@ -98,6 +98,12 @@ impl Object {
         self
     }
 
+    /// A Node whose kubelet reports it Ready.
+    pub fn ready(mut self) -> Self {
+        self.0["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        self
+    }
+
     pub fn no_provider_id(mut self) -> Self {
         for part in ["spec", "status"] {
             if let Some(o) = self.0[part].as_object_mut() {

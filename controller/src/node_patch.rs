@@ -14,33 +14,34 @@ use serde_json::{Value, json};
 const TRIES: usize = 5;
 
 /// Applies the ops `edit` computes from `seen`, then from fresh reads while
-/// the API server refuses them. `Ok(false)`: the Node is gone.
+/// the API server refuses them. The Node as edited (the API server's answer,
+/// or the copy that needed no edit); `None` when it is gone.
 pub(crate) async fn apply(
     api: &Api<Node>,
     seen: &Node,
     edit: impl Fn(&Node) -> Vec<Value>,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Option<Node>> {
     let name = seen.name_any();
     let mut fresh: Option<Node> = None;
     for _ in 0..TRIES {
         let ops = edit(fresh.as_ref().unwrap_or(seen));
         if ops.is_empty() {
-            return Ok(true);
+            return Ok(Some(fresh.unwrap_or_else(|| seen.clone())));
         }
         let ops: json_patch::Patch = serde_json::from_value(Value::Array(ops))?;
         match api
             .patch(&name, &PatchParams::default(), &Patch::<()>::Json(ops))
             .await
         {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(false),
+            Ok(edited) => return Ok(Some(edited)),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
             // A failed test is 422, as an invalid patch would be: read the
             // Node again either way; an invalid patch fails every try.
             Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
                 tracing::debug!(node = %name, error = %e.message, "node changed under a patch; reading it again");
                 match api.get_opt(&name).await? {
                     Some(n) => fresh = Some(n),
-                    None => return Ok(false),
+                    None => return Ok(None),
                 }
             }
             Err(e) => return Err(e.into()),

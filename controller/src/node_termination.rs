@@ -153,7 +153,7 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     }
     if let Some(node) = watched() {
         let drop = |n: &Node| node_patch::drop_finalizer(n, TERMINATION_FINALIZER);
-        if !node_patch::apply(&nodes, &node, drop).await? {
+        if node_patch::apply(&nodes, &node, drop).await?.is_none() {
             return Ok(());
         }
         let pool = node

@@ -15,21 +15,25 @@ use kube::api::{Api, Patch, PatchParams};
 use std::time::Duration;
 use vocabulary::labels::INITIALIZED as INITIALIZED_LABEL;
 
+/// Initializes the NodeClaim once its Node is: `registered`, the Node as
+/// registration just patched it, is newer than the watch's copy.
 pub(crate) async fn initialize(
     ctx: &Ctx,
     nc: &NodeClaim,
     status: &mut NodeClaimStatus,
+    registered: Option<Node>,
 ) -> anyhow::Result<Step> {
     if !conditions::is_true(&status.conditions, REGISTERED)
         || conditions::is_true(&status.conditions, INITIALIZED)
     {
         return Ok(Step::Continue);
     }
-    let Some(node) = status
-        .provider_id
-        .as_deref()
-        .and_then(|id| ctx.cluster.node_by_provider_id(id))
-    else {
+    let Some(node) = registered.map(std::sync::Arc::new).or_else(|| {
+        status
+            .provider_id
+            .as_deref()
+            .and_then(|id| ctx.cluster.node_by_provider_id(id))
+    }) else {
         return Ok(Step::Wait(Duration::from_secs(10)));
     };
     if let Some(why) = not_initialized(nc, &node) {
@@ -73,13 +77,6 @@ pub(crate) async fn initialize(
             nc.node_pool().unwrap_or_default(),
         ))
         .inc();
-    ctx.events
-        .normal(
-            nc,
-            "Initialized",
-            "Status condition transitioned, Type: Initialized, Status: Unknown -> True, Reason: Initialized".into(),
-        )
-        .await;
     tracing::info!(nodeclaim = %nc.name_any(), node = %node.name_any(), "initialized");
     Ok(Step::Continue)
 }

@@ -138,29 +138,54 @@ async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             "",
             nc.metadata.generation,
         );
-        ctx.events
-            .normal(
-                &*nc,
-                "Ready",
-                "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready"
-                    .to_string(),
-            )
-            .await;
     }
     write_status(&ctx, &nc, &before, &status).await?;
+    publish_transitions(&ctx, &nc, &before, &status).await;
     Ok(match step? {
         Step::Wait(d) => Action::requeue(d),
         _ => Action::await_change(),
     })
 }
 
+/// One event for what became true after launch in this reconcile: a Node
+/// that was up before its NodeClaim saw it is Registered, Initialized and
+/// Ready at once, and says so once. (Launched has its own event, written
+/// with what was launched.)
+async fn publish_transitions(
+    ctx: &Ctx,
+    nc: &NodeClaim,
+    before: &NodeClaimStatus,
+    after: &NodeClaimStatus,
+) {
+    let became: Vec<&str> = [REGISTERED, INITIALIZED, READY]
+        .into_iter()
+        .filter(|t| {
+            !conditions::is_true(&before.conditions, t) && conditions::is_true(&after.conditions, t)
+        })
+        .collect();
+    let Some(last) = became.last() else {
+        return;
+    };
+    let node = after
+        .node_name
+        .as_deref()
+        .map(|n| format!(" (node {n})"))
+        .unwrap_or_default();
+    let note = format!(
+        "Status condition transitioned, Type: {}, Status: Unknown -> True{node}",
+        became.join(", ")
+    );
+    ctx.events.normal(nc, last, note).await;
+}
+
 async fn steps(ctx: &Ctx, nc: &NodeClaim, status: &mut NodeClaimStatus) -> anyhow::Result<Step> {
     let mut step = launch::launch(ctx, nc, status).await?;
+    let mut registered = None;
     if let Step::Continue = step {
-        step = registration::register(ctx, nc, status).await?;
+        (step, registered) = registration::register(ctx, nc, status).await?;
     }
     if let Step::Continue = step {
-        step = initialization::initialize(ctx, nc, status).await?;
+        step = initialization::initialize(ctx, nc, status, registered).await?;
     }
     Ok(step)
 }

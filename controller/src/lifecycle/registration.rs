@@ -4,7 +4,7 @@
 //! unregistered taint that kept pods off it. A NodeClaim whose Node does not
 //! come within the registration TTL is deleted (and its instance with it).
 
-use super::{Step, delete_node_claim as delete};
+use super::{Step, delete_node_claim as delete, initialization};
 use crate::crds::nodeclaim::conditions::REGISTERED;
 use crate::crds::{NodeClaim, NodeClaimStatus};
 use crate::slim::Node;
@@ -14,19 +14,23 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use std::time::Duration;
-use vocabulary::labels::{REGISTERED as REGISTERED_LABEL, TERMINATION_FINALIZER};
+use vocabulary::labels::{
+    INITIALIZED as INITIALIZED_LABEL, REGISTERED as REGISTERED_LABEL, TERMINATION_FINALIZER,
+};
 use vocabulary::taints::UNREGISTERED as UNREGISTERED_TAINT;
 
+/// Registers the NodeClaim's Node if it has come; the Node as registration
+/// left it, when this call patched it.
 pub(crate) async fn register(
     ctx: &Ctx,
     nc: &NodeClaim,
     status: &mut NodeClaimStatus,
-) -> anyhow::Result<Step> {
+) -> anyhow::Result<(Step, Option<Node>)> {
     if conditions::is_true(&status.conditions, REGISTERED) {
-        return Ok(Step::Continue);
+        return Ok((Step::Continue, None));
     }
     let Some(id) = status.provider_id.clone() else {
-        return Ok(Step::Continue);
+        return Ok((Step::Continue, None));
     };
     let Some(node) = ctx.cluster.node_by_provider_id(&id) else {
         let age = nc
@@ -53,7 +57,7 @@ pub(crate) async fn register(
                 .await;
             tracing::warn!(nodeclaim = %nc.name_any(), provider_id = %id, "registration timed out; deleting");
             delete(ctx, nc).await?;
-            return Ok(Step::Deleted);
+            return Ok((Step::Deleted, None));
         };
         conditions::set(
             &mut status.conditions,
@@ -63,9 +67,9 @@ pub(crate) async fn register(
             "Node not registered with cluster",
             nc.metadata.generation,
         );
-        return Ok(Step::Wait(left));
+        return Ok((Step::Wait(left), None));
     };
-    sync_node(ctx, nc, &node).await?;
+    let node = sync_node(ctx, nc, &node).await?;
     status.node_name = node.metadata.name.clone();
     conditions::set(
         &mut status.conditions,
@@ -78,18 +82,8 @@ pub(crate) async fn register(
     let pool = crate::metrics::Metrics::pool(nc.node_pool().unwrap_or_default());
     ctx.metrics.registered.get_or_create(&pool).inc();
     ctx.metrics.nodes_created.get_or_create(&pool).inc();
-    ctx.events
-        .normal(
-            nc,
-            "Registered",
-            format!(
-                "Status condition transitioned, Type: Registered, Status: Unknown -> True, Reason: Registered (node {})",
-                node.name_any()
-            ),
-        )
-        .await;
     tracing::info!(nodeclaim = %nc.name_any(), node = %node.name_any(), "registered");
-    Ok(Step::Continue)
+    Ok((Step::Continue, Some(node)))
 }
 
 /// How long until a NodeClaim `age_seconds` old whose Node has not come is
@@ -101,13 +95,12 @@ fn time_left(age_seconds: f64, ttl: Duration) -> Option<Duration> {
 }
 
 /// Labels, the finalizer, the owner reference and taints in one JSON patch
-/// that keeps what others changed ([`node_patch`]).
-async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<()> {
+/// that keeps what others changed ([`node_patch`]); the Node as patched.
+async fn sync_node(ctx: &Ctx, nc: &NodeClaim, node: &Node) -> anyhow::Result<Node> {
     let api = Api::<Node>::all(ctx.client.clone());
-    if !node_patch::apply(&api, node, |n| patch(nc, n)).await? {
-        anyhow::bail!("node {} is gone", node.name_any());
-    }
-    Ok(())
+    node_patch::apply(&api, node, |n| patch(nc, n))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("node {} is gone", node.name_any()))
 }
 
 /// A JSON pointer's segment for `key` (RFC 6901).
@@ -117,9 +110,33 @@ fn pointer(key: &str) -> String {
 
 fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
     use serde_json::json;
+    let unregistered = |t: &Taint| t.key == UNREGISTERED_TAINT;
+    // Startup taints go on once, in the patch that labels the Node
+    // registered: on a Node with that label, whatever removed them since (an
+    // agent now running) must not see them come back. A registration done
+    // again (its status write lost, or its leader gone before it) finds it.
+    let startup: &[Taint] = if node.label(REGISTERED_LABEL) == Some("true") {
+        &[]
+    } else {
+        &nc.spec.startup_taints
+    };
+    let mut taints: Vec<Taint> = Vec::new();
+    for t in nc.spec.taints.iter().chain(startup) {
+        let has = |x: &Taint| x.key == t.key && x.effect == t.effect;
+        let on_node = node.taints().iter().any(|x| !unregistered(x) && has(x));
+        if !on_node && !taints.iter().any(has) {
+            taints.push(t.clone());
+        }
+    }
+
     let mut ops = Vec::new();
     let mut labels = nc.labels().clone();
     labels.insert(REGISTERED_LABEL.into(), "true".into());
+    // A Node that is initialized as soon as it is registered (up and Ready
+    // before the NodeClaim saw it) is labelled so in the same patch.
+    if initialization::not_initialized(nc, &registered(node, &taints)).is_none() {
+        labels.insert(INITIALIZED_LABEL.into(), "true".into());
+    }
     labels.retain(|k, v| node.label(k) != Some(v.as_str()));
     if node.labels().next().is_none() {
         if !labels.is_empty() {
@@ -162,26 +179,18 @@ fn patch(nc: &NodeClaim, node: &Node) -> Vec<serde_json::Value> {
         &owner,
     );
 
-    let unregistered = |t: &Taint| t.key == UNREGISTERED_TAINT;
-    // Startup taints go on once, in the patch that labels the Node
-    // registered: on a Node with that label, whatever removed them since (an
-    // agent now running) must not see them come back. A registration done
-    // again (its status write lost, or its leader gone before it) finds it.
-    let startup: &[Taint] = if node.label(REGISTERED_LABEL) == Some("true") {
-        &[]
-    } else {
-        &nc.spec.startup_taints
-    };
-    let mut taints: Vec<Taint> = Vec::new();
-    for t in nc.spec.taints.iter().chain(startup) {
-        let has = |x: &Taint| x.key == t.key && x.effect == t.effect;
-        let on_node = node.taints().iter().any(|x| !unregistered(x) && has(x));
-        if !on_node && !taints.iter().any(has) {
-            taints.push(t.clone());
-        }
-    }
     ops.extend(node_patch::taint_ops(node, unregistered, &taints));
     ops
+}
+
+/// `node`'s taints once registration has patched it: the unregistered taint
+/// gone, `added` appended.
+fn registered(node: &Node, added: &[Taint]) -> Node {
+    let mut after = node.clone();
+    let kept = node.taints().iter().filter(|t| t.key != UNREGISTERED_TAINT);
+    after.spec.get_or_insert_with(Default::default).taints =
+        Some(kept.chain(added).cloned().collect());
+    after
 }
 
 #[cfg(test)]
@@ -347,6 +356,42 @@ mod tests {
             patch(&nc, &agent_ran).is_empty(),
             "nothing to redo: {:?}",
             patch(&nc, &agent_ran)
+        );
+    }
+
+    #[test]
+    fn a_node_up_before_it_is_registered_is_labelled_initialized_in_the_same_patch() {
+        let initialized = |nc: &NodeClaim, node: &Node| {
+            let done = apply_locally(node, &patch(nc, node)).expect("applies");
+            done.label(INITIALIZED_LABEL) == Some("true")
+        };
+        let plain: NodeClaim = fixtures::claim("a")
+            .taint("dedicated", "NoSchedule")
+            .build();
+        let up: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .ready()
+            .build();
+        assert!(
+            initialized(&plain, &up),
+            "Ready, and its only taints are the claim's own"
+        );
+        let booting: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .build();
+        assert!(!initialized(&plain, &booting), "not Ready yet");
+        let not_ready_taint: Node = fixtures::node("a")
+            .taint(UNREGISTERED_TAINT, "NoExecute")
+            .taint("node.kubernetes.io/not-ready", "NoSchedule")
+            .ready()
+            .build();
+        assert!(!initialized(&plain, &not_ready_taint), "an ephemeral taint");
+        let agent: NodeClaim = fixtures::claim("a")
+            .startup_taint("example.com/agent", "NoSchedule")
+            .build();
+        assert!(
+            !initialized(&agent, &up),
+            "the startup taint this patch adds waits for its agent"
         );
     }
 
