@@ -839,3 +839,64 @@ fn json_input_takes_karpenters_defaults() {
         serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
     assert_eq!(back, plan);
 }
+
+// ---- Validation ----
+
+fn three_with_one_pod_each(a: usize, c: usize) -> DisruptionSnapshot {
+    dsnapshot(
+        vec![on_demand_only(dpool("default", d_series()))],
+        vec![
+            filled(d("a", "Standard_D4s_v5"), a, 1000),
+            filled(d("b", "Standard_D4s_v5"), 1, 1000),
+            filled(d("c", "Standard_D4s_v5"), c, 1000),
+        ],
+    )
+}
+
+#[test]
+fn a_command_still_holds_when_more_pods_left_meanwhile() {
+    let cmd = command(&disrupt(&three_with_one_pod_each(1, 1))).clone();
+    assert_eq!(cmd.method, Method::MultiNodeConsolidation);
+    assert_eq!(cmd.candidates, ["a", "b"]);
+    // A scale-down goes on: a loses its pod. Deciding again now finds
+    // another command (a is empty); the one decided still holds, and acts.
+    let after = three_with_one_pod_each(0, 1);
+    assert_ne!(disrupt(&after).command.as_ref(), Some(&cmd));
+    let valid = validate(&after, &cmd).expect("still valid");
+    assert_eq!(valid.candidates, cmd.candidates);
+    assert!(!valid.is_replace());
+    assert_eq!(valid.replacements.placements.len(), 1, "b's pod, to c");
+}
+
+#[test]
+fn a_command_no_longer_holds_when_its_pods_would_need_more() {
+    let cmd = command(&disrupt(&three_with_one_pod_each(1, 1))).clone();
+    assert!(!cmd.is_replace());
+    // c filled up meanwhile: a's and b's pods would need a new node, one
+    // no cheaper than what they leave (a D4 of the kept type).
+    let why = validate(&three_with_one_pod_each(1, 3), &cmd).expect_err("no longer valid");
+    assert_eq!(why, "Can't replace with a cheaper node");
+
+    // An emptiness command whose node got a pod, or whose node is gone.
+    let pool = || on_demand_only(dpool("default", d_series()));
+    let busy_a = || filled(d("a", "Standard_D4s_v5"), 1, 1000);
+    let cmd = command(&disrupt(&dsnapshot(
+        vec![pool()],
+        vec![busy_a(), d("idle", "Standard_D4s_v5")],
+    )))
+    .clone();
+    assert_eq!(cmd.method, Method::Emptiness);
+    let busy = dsnapshot(
+        vec![pool()],
+        vec![busy_a(), filled(d("idle", "Standard_D4s_v5"), 1, 500)],
+    );
+    assert_eq!(
+        validate(&busy, &cmd).expect_err("busy"),
+        "node idle is no longer empty"
+    );
+    let gone = dsnapshot(vec![pool()], vec![busy_a()]);
+    assert_eq!(
+        validate(&gone, &cmd).expect_err("gone"),
+        "node idle is gone"
+    );
+}

@@ -449,6 +449,14 @@ proptest! {
     }
 
     #[test]
+    fn a_command_holds_on_the_snapshot_it_was_decided_on(seed in any::<u64>()) {
+        let s = random_cluster(seed);
+        if let Some(cmd) = disrupt(&s).command.filter(|c| c.method != Method::Drift) {
+            prop_assert_eq!(validate(&s, &cmd), Ok(cmd));
+        }
+    }
+
+    #[test]
     fn input_order_does_not_change_the_decision(seed in any::<u64>(), order in any::<u64>()) {
         let s = random_cluster(seed);
         let a = serde_json::to_string(&disrupt(&s)).unwrap();

@@ -18,7 +18,7 @@ mod stale_taints;
 
 use super::Ctx;
 use crate::snapshot;
-use engine::disruption::{Command, DisruptionPlan, KeepKind, Method};
+use engine::disruption::{DisruptionPlan, KeepKind, Method};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,38 +239,32 @@ async fn pass(
         decision_ms = decision.elapsed.as_millis() as u64,
         "disruption command"
     );
-    let decision = if command.method == Method::Drift {
-        decision
+    let (command, pools) = if command.method == Method::Drift {
+        (command, decision.pools)
     } else {
         tokio::time::sleep(ctx.options.disruption.validation).await;
-        let again = {
+        let (snap, pools) = {
             let _turn = ctx.whole_cluster_pass.lock().await;
-            decide(ctx, observer).await?
+            snapshot_with_pools(ctx, observer).await
         };
-        if !same(&command, again.plan.command.as_ref()) {
-            tracing::info!(
-                method = command.method.as_str(),
-                candidates = ?command.candidates,
-                "the decision changed during validation; command dropped"
-            );
-            return Ok(None);
+        let decided = command.clone();
+        match tokio::task::spawn_blocking(move || engine::disruption::validate(&snap, &decided))
+            .await?
+        {
+            Ok(valid) => (valid, pools),
+            Err(why) => {
+                tracing::info!(
+                    method = command.method.as_str(),
+                    candidates = ?command.candidates,
+                    why,
+                    "the command no longer holds after validation; dropped"
+                );
+                return Ok(None);
+            }
         }
-        again
     };
     let held = ctx.disrupting.hold(&command.candidates);
-    execute::start(ctx, command, &decision.pools, held)
-        .await
-        .map(Some)
-}
-
-/// Validation: the same method would remove the same nodes with as many
-/// replacements.
-fn same(a: &Command, b: Option<&Command>) -> bool {
-    b.is_some_and(|b| {
-        a.method == b.method
-            && a.candidates == b.candidates
-            && a.replacements.new_node_claims.len() == b.replacements.new_node_claims.len()
-    })
+    execute::start(ctx, command, &pools, held).await.map(Some)
 }
 
 /// DisruptionBlocked and Unconsolidatable events on the NodeClaims kept,

@@ -42,6 +42,7 @@ pub mod repair;
 mod simulation;
 mod single_node;
 pub mod snapshot;
+mod validation;
 
 pub(crate) use candidates::node_price;
 pub use plan::{Command, DisruptionPlan, KeepKind, KeepReason, KeptNode, Method, PoolBudget};
@@ -49,6 +50,7 @@ pub use snapshot::{
     Budget, ClusterNode, ConsolidationPolicy, DisruptionNodePool, DisruptionOptions,
     DisruptionReason, DisruptionSnapshot, NodePod, PodDisruptionBudget,
 };
+pub use validation::validate;
 
 use crate::plan::Plan;
 
@@ -104,6 +106,25 @@ fn simulated(
     })
 }
 
+/// A draft as the command it is, its nodes by name.
+fn written(c: &Cluster, d: Draft) -> Command {
+    let mut candidates: Vec<String> = d
+        .nodes
+        .iter()
+        .map(|&n| c.nodes[n].name().to_string())
+        .collect();
+    candidates.sort();
+    Command {
+        method: d.method,
+        reason: d.reason,
+        candidates,
+        replacements: d.replacements,
+        candidates_price: d.candidates_price,
+        replacements_price: d.replacements_price,
+        savings: d.candidates_price - d.replacements_price,
+    }
+}
+
 /// Decides this round's disruption. Pure: same snapshot, same plan.
 pub fn disrupt(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
     match buffers::settle(snapshot) {
@@ -155,23 +176,7 @@ fn decide(snapshot: &DisruptionSnapshot) -> DisruptionPlan {
             reasons,
         });
     }
-    let command = draft.map(|d| {
-        let mut candidates: Vec<String> = d
-            .nodes
-            .iter()
-            .map(|&n| c.nodes[n].name().to_string())
-            .collect();
-        candidates.sort();
-        Command {
-            method: d.method,
-            reason: d.reason,
-            candidates,
-            replacements: d.replacements,
-            candidates_price: d.candidates_price,
-            replacements_price: d.replacements_price,
-            savings: d.candidates_price - d.replacements_price,
-        }
-    });
+    let command = draft.map(|d| written(&c, d));
     DisruptionPlan {
         command,
         expired: c
