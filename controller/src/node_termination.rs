@@ -11,6 +11,7 @@ use crate::node_patch;
 use crate::slim::Node;
 use crate::slim::Pod;
 use crate::snapshot::cluster::{is_daemon_set_pod, is_terminal};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Taint;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams};
@@ -22,6 +23,8 @@ use vocabulary::labels::{self, TERMINATION_FINALIZER};
 use vocabulary::taints::DISRUPTED as DISRUPTED_TAINT;
 
 const RETRY: Duration = Duration::from_secs(2);
+/// Evictions (or deletions) one drain has in flight at once.
+const EVICTIONS_AT_ONCE: usize = 16;
 
 /// Drains each deleting Node once; `nodes` are the watcher's Node events.
 pub async fn run(ctx: Arc<Ctx>) {
@@ -116,38 +119,18 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         } else {
             regular
         };
-        for p in group {
-            if p.metadata.deletion_timestamp.is_some() && !grace_over {
-                continue;
-            }
-            let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
-                ctx.client.clone(),
-                &p.namespace().unwrap_or_default(),
-            );
-            let r = if grace_over {
-                api.delete(&p.name_any(), &DeleteParams::default().grace_period(0))
-                    .await
-                    .map(|_| ())
-            } else {
-                let r = api
-                    .evict(&p.name_any(), &EvictParams::default())
-                    .await
-                    .map(|_| ());
-                ctx.metrics.evicted(match &r {
-                    Ok(()) => 200,
-                    Err(kube::Error::Api(e)) => e.code,
-                    Err(_) => 0,
-                });
-                r
-            };
-            match r {
-                Ok(()) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(kube::Error::Api(e)) if e.code == 429 => {
-                    tracing::debug!(pod = %p.name_any(), "eviction blocked by a PodDisruptionBudget")
-                }
-                Err(e) => return Err(e.into()),
-            }
+        // Several evictions in flight at once: one by one, a node of a
+        // hundred pods waited out a hundred round trips.
+        let due: Vec<Arc<Pod>> = group
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() || grace_over)
+            .cloned()
+            .collect();
+        let mut sent = futures::stream::iter(due)
+            .map(|p| async move { remove_pod(ctx, &p, grace_over).await })
+            .buffer_unordered(EVICTIONS_AT_ONCE);
+        while let Some(r) = sent.next().await {
+            r?;
         }
         tokio::time::sleep(RETRY).await;
     }
@@ -172,6 +155,40 @@ async fn terminate(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         tracing::info!(node = %name, "drained");
     }
     Ok(())
+}
+
+/// Evicts a pod, or deletes it once the grace period is over; a pod gone
+/// already, or one a PodDisruptionBudget protects for now, is no error.
+async fn remove_pod(ctx: &Ctx, p: &Pod, grace_over: bool) -> anyhow::Result<()> {
+    let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+        ctx.client.clone(),
+        &p.namespace().unwrap_or_default(),
+    );
+    let r = if grace_over {
+        api.delete(&p.name_any(), &DeleteParams::default().grace_period(0))
+            .await
+            .map(|_| ())
+    } else {
+        let r = api
+            .evict(&p.name_any(), &EvictParams::default())
+            .await
+            .map(|_| ());
+        ctx.metrics.evicted(match &r {
+            Ok(()) => 200,
+            Err(kube::Error::Api(e)) => e.code,
+            Err(_) => 0,
+        });
+        r
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 429 => {
+            tracing::debug!(pod = %p.name_any(), "eviction blocked by a PodDisruptionBudget");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Adds `karpenter.sh/disrupted:NoSchedule`, so nothing new lands on it.
