@@ -56,6 +56,39 @@ fn daemonset_and_mirror_pods_do_not_make_a_node_busy() {
 }
 
 #[test]
+fn pods_being_deleted_neither_keep_nor_protect_their_node() {
+    let mut leaving = bound_pod("leaving", 1000);
+    leaving.terminating = true;
+    leaving.do_not_disrupt = Some("true".into());
+    let plan = disrupt(&dsnapshot(
+        vec![dpool("default", d_series())],
+        vec![
+            filled(d("busy", "Standard_D4s_v5"), 2, 1000),
+            with_pods(d("scaled-down", "Standard_D4s_v5"), vec![leaving]),
+        ],
+    ));
+    assert_eq!(command(&plan).method, Method::Emptiness, "{plan:#?}");
+    assert_eq!(command(&plan).candidates, ["scaled-down"]);
+}
+
+#[test]
+fn a_statefulset_pod_being_deleted_still_needs_its_place() {
+    // Its replica comes back once it is gone, and must fit somewhere.
+    let mut replica = bound_pod("db-0", 500);
+    replica.terminating = true;
+    replica.stateful_set = true;
+    replica.pod.node_selector = labels(&[("disk", "local-nvme")]);
+    let mut home = with_pods(d("home", "Standard_D16s_v5"), vec![replica]);
+    home.labels.insert("disk".into(), "local-nvme".into());
+    let plan = disrupt(&dsnapshot(vec![dpool("default", d_series())], vec![home]));
+    assert!(plan.command.is_none(), "{plan:#?}");
+    assert!(
+        reasons(&plan, "home")[0].starts_with("Not all pods would schedule, default/db-0"),
+        "{plan:#?}"
+    );
+}
+
+#[test]
 fn consolidate_after_counts_from_the_last_pod_event() {
     let mut idle = d("idle", "Standard_D4s_v5");
     idle.last_pod_event = Some(NOW - 10);

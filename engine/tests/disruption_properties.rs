@@ -58,6 +58,11 @@ fn random_pod(rng: &mut SplitMix64, name: String) -> NodePod {
         1 => p.do_not_disrupt = Some("2h".into()),
         2 => p.daemon_set = true,
         3 => p.mirror = true,
+        4 => p.terminating = true,
+        5 => {
+            p.terminating = true;
+            p.stateful_set = true;
+        }
         _ => {}
     }
     match app {
@@ -247,7 +252,8 @@ fn protected(s: &DisruptionSnapshot, n: &ClusterNode) -> Option<String> {
     if n.do_not_disrupt.is_some() {
         return Some("node do-not-disrupt".into());
     }
-    for p in &n.pods {
+    // A pod being deleted is already going: it protects nothing.
+    for p in n.pods.iter().filter(|p| !p.terminating) {
         let active = match p.do_not_disrupt.as_deref() {
             Some("true") => true,
             Some(d) => {
@@ -362,7 +368,8 @@ fn check(s: &DisruptionSnapshot, plan: &DisruptionPlan) -> Result<(), String> {
     // Every evicted pod has a place that stays.
     let r = &cmd.replacements;
     for n in &nodes {
-        for p in n.pods.iter().filter(|p| !p.daemon_set && !p.mirror) {
+        let moves = |p: &&NodePod| !p.daemon_set && !p.mirror && (!p.terminating || p.stateful_set);
+        for p in n.pods.iter().filter(moves) {
             let placed = r.placements.iter().find(|pl| pl.pod.name == p.pod.name);
             let Some(placed) = placed else {
                 return Err(format!("pod {} of {} has no place", p.pod.name, n.name));

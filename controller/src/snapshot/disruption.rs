@@ -263,6 +263,11 @@ fn node_pod(p: &Pod, converter: &mut pods::Pods) -> anyhow::Result<NodePod> {
             .into_iter()
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "False"),
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        stateful_set: p
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "StatefulSet" && o.controller == Some(true)),
     })
 }
 

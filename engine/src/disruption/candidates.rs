@@ -135,7 +135,7 @@ fn validate(c: &Cluster, n: &NodeView) -> Result<(), KeepReason> {
             "Disruption is blocked through the {DO_NOT_DISRUPT:?} annotation"
         )));
     }
-    if let Some(p) = n.pods.iter().find(|p| pod_protected(c, p)) {
+    if let Some(p) = n.active().find(|p| pod_protected(c, p)) {
         return Err(blocked(format!(
             "Pod \"{}/{}\" has {DO_NOT_DISRUPT:?} annotation",
             p.pod.namespace, p.pod.name

@@ -57,12 +57,18 @@ impl<'s> NodeView<'s> {
         &self.node.name
     }
 
-    /// Pods that move when the node goes: not daemonset or mirror pods.
+    /// Pods that move when the node goes: not daemonset or mirror pods,
+    /// nor pods being deleted but a StatefulSet's.
     pub(crate) fn reschedulable(&self) -> impl Iterator<Item = &'s NodePod> + '_ {
         self.pods
             .iter()
             .copied()
-            .filter(|p| !p.daemon_set && !p.mirror)
+            .filter(|p| !p.daemon_set && !p.mirror && (!p.terminating || p.stateful_set))
+    }
+
+    /// Pods that can keep the node: any but those being deleted.
+    pub(crate) fn active(&self) -> impl Iterator<Item = &'s NodePod> + '_ {
+        self.pods.iter().copied().filter(|p| !p.terminating)
     }
 }
 

@@ -30,9 +30,9 @@ pub(crate) fn selects(selector: Option<&LabelSelector>, labels: &Labels) -> bool
 }
 
 /// Whether the drain would call the Eviction API for this pod (a buffer's
-/// virtual pod does not exist to evict).
+/// virtual pod does not exist to evict, one being deleted is already going).
 fn evicted(p: &NodePod, disrupted: &Taint) -> bool {
-    if p.pod.buffer.is_some() {
+    if p.pod.buffer.is_some() || p.terminating {
         return false;
     }
     let tolerates =

@@ -186,6 +186,12 @@ pub struct NodePod {
     pub start_time: Option<i64>,
     /// The pod's Ready condition is False.
     pub not_ready: bool,
+    /// Being deleted: it neither moves nor blocks its node's disruption,
+    /// unless a StatefulSet owns it (the StatefulSet recreates it only once
+    /// it is gone, so its place elsewhere is held).
+    pub terminating: bool,
+    /// Owned by a StatefulSet.
+    pub stateful_set: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
