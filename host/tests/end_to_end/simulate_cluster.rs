@@ -127,6 +127,10 @@ async fn simulate_cluster_plans_what_the_controller_then_does() {
         pods_running(&client, &ns, "inflate", 50)
     })
     .await;
+    // Nodes the provisioner planned pending pods onto are nominated, and no
+    // disruption candidate, for 20 s after (as in Karpenter). Nominations
+    // live in the controller's memory, out of simulate's sight.
+    let nominations_end = std::time::Instant::now() + Duration::from_secs(22);
     // Drift passes over nodes still initializing.
     wait_for("every NodeClaim ready", Duration::from_secs(60), || {
         claims_ready(&client, &pool)
@@ -192,6 +196,7 @@ async fn simulate_cluster_plans_what_the_controller_then_does() {
         pods_running(&client, &ns, "inflate", 1)
     })
     .await;
+    tokio::time::sleep_until(nominations_end.into()).await;
     let mut consolidating = np.clone();
     consolidating["spec"]["disruption"]["consolidateAfter"] = json!("0s");
     let change = write(files.path(), "consolidate.json", &consolidating);
