@@ -1,8 +1,8 @@
 //! Disruption: every pass (10 s by default) the engine decides which nodes
 //! to remove or replace; this module carries that out. Expired NodeClaims are
 //! deleted at once (forceful). A consolidation or emptiness command is
-//! decided again after the validation delay and dropped if the decision
-//! changed; drift needs no second look. `execute` then taints and creates
+//! checked again after the validation delay and dropped if it no longer
+//! holds (`engine::disruption::validate`); drift needs no second look. `execute` then taints and creates
 //! the replacements, and the rest of the command (waiting for them, deleting
 //! the candidates) runs beside the passes, holding its candidates
 //! (`in_flight`); a pass that started a command is followed at once by the
@@ -30,7 +30,7 @@ pub use observe::Observer;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub interval: Duration,
-    /// Consolidation is decided twice this far apart, as Karpenter does, so
+    /// Consolidation is checked twice this far apart, as Karpenter does, so
     /// a passing lull does not remove a node.
     pub validation: Duration,
     /// How long replacements may take to initialize before the command is

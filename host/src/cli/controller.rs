@@ -65,7 +65,7 @@ pub struct ControllerArgs {
     /// How often disruption decides.
     #[arg(long, env = "DISRUPTION_INTERVAL", default_value = "10s", value_parser = duration)]
     pub disruption_interval: Duration,
-    /// How long after a consolidation decision it is decided again.
+    /// How long after a consolidation decision it is checked again.
     #[arg(long, env = "DISRUPTION_VALIDATION", default_value = "15s", value_parser = duration)]
     pub disruption_validation: Duration,
     /// Karpenter's feature gates, e.g. "NodeRepair=true,SpotToSpotConsolidation=true".
