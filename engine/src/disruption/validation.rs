@@ -54,6 +54,8 @@ fn check(snapshot: &DisruptionSnapshot, command: &Command) -> Result<Command, St
         }
         picked.push(i);
     }
+    // The methods' order, so that prices add up in the same order too.
+    candidates::sort_for_consolidation(&cands, &mut picked);
     let draft = match command.method {
         Method::Emptiness => {
             if let Some(&i) = picked.iter().find(|&&i| cands[i].reschedulable > 0) {
