@@ -2,9 +2,10 @@
 //! to remove or replace; this module carries that out. Expired NodeClaims are
 //! deleted at once (forceful). A consolidation or emptiness command is
 //! checked again after the validation delay and dropped if it no longer
-//! holds (`engine::disruption::validate`); drift needs no second look. `execute` then taints and creates
-//! the replacements, and the rest of the command (waiting for them, deleting
-//! the candidates) runs beside the passes, holding its candidates
+//! holds (`engine::disruption::validate`); drift needs no second look.
+//! `execute` then taints and creates the replacements, and the rest of the
+//! command (waiting for them, deleting the candidates) runs beside the
+//! passes, holding its candidates
 //! (`in_flight`); a pass that started a command is followed at once by the
 //! next. A taint no command holds (a crashed leader's) is removed at the
 //! start of a pass. Nodes kept get Karpenter's DisruptionBlocked or Unconsolidatable

@@ -61,9 +61,14 @@ pub fn is_terminal(p: &Pod) -> bool {
 }
 
 pub fn is_daemon_set_pod(p: &Pod) -> bool {
+    controlled_by(p, "DaemonSet")
+}
+
+/// Whether the pod's controller is of `kind`.
+pub fn controlled_by(p: &Pod, kind: &str) -> bool {
     p.owner_references()
         .iter()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+        .any(|o| o.kind == kind && o.controller == Some(true))
 }
 
 fn creation_millis(p: &Pod) -> i64 {

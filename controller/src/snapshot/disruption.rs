@@ -6,7 +6,9 @@
 //! drift was first seen, the provider's drift verdicts, fresh nominations)
 //! the controller keeps and passes in as [`Observed`].
 
-use super::cluster::{Objects, in_flight, is_daemon_set_pod, is_provisionable, is_terminal};
+use super::cluster::{
+    Objects, controlled_by, in_flight, is_daemon_set_pod, is_provisionable, is_terminal,
+};
 use super::{nodes, pods};
 use crate::crds::{NodeClaim, NodePool};
 use crate::slim::{Node, Pod};
@@ -264,10 +266,7 @@ fn node_pod(p: &Pod, converter: &mut pods::Pods) -> anyhow::Result<NodePod> {
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "False"),
         terminating: p.metadata.deletion_timestamp.is_some(),
-        stateful_set: p
-            .owner_references()
-            .iter()
-            .any(|o| o.kind == "StatefulSet" && o.controller == Some(true)),
+        stateful_set: controlled_by(p, "StatefulSet"),
     })
 }
 
