@@ -1,8 +1,9 @@
 //! Kubernetes Events on NodeClaims, Nodes and pods, in Karpenter's words.
 //! The same event on the same object is published once per two minutes, as
-//! Karpenter's recorder does, and a decision (a pod's nomination, a node
-//! kept from disruption) only when it changes, so a pending pod does not get
-//! one event per batch, nor a kept node one per disruption pass.
+//! Karpenter's recorder does, a pod's nomination once per two minutes
+//! whichever node it names, and a decision (a pod that cannot be scheduled,
+//! a node kept from disruption) only when it changes, so a pending pod does
+//! not get one event per batch, nor a kept node one per disruption pass.
 //!
 //! What is remembered is a hash per event, not the event: kube's recorder
 //! keeps every event it sent for six minutes, which at 10,000 pods was tens
@@ -25,6 +26,7 @@ const MAX_REMEMBERED: usize = 100_000;
 /// otherwise write thousands of events the API server stores for an hour.
 const NOMINATIONS_PER_SECOND: f64 = 5.0;
 const NOMINATION_BURST: f64 = 10.0;
+const NOMINATED: &str = "Nominated";
 
 pub struct Events {
     client: Client,
@@ -75,6 +77,23 @@ struct Recent {
     published: HashMap<u64, Instant>,
     /// Size after the last prune; the next prune comes at twice this.
     pruned_at: usize,
+}
+
+impl Recent {
+    fn within_window(&self, key: u64, now: Instant) -> bool {
+        self.published
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < DEDUPE)
+    }
+
+    fn record(&mut self, key: u64, now: Instant) {
+        self.published.insert(key, now);
+        if self.published.len() >= self.pruned_at {
+            self.published
+                .retain(|_, at| now.duration_since(*at) < DEDUPE);
+            self.pruned_at = (self.published.len() * 2).max(1024);
+        }
+    }
 }
 
 fn hash_of(parts: &[&str]) -> u64 {
@@ -143,32 +162,42 @@ impl Events {
     /// of `now`; records it as published now if so.
     fn first_in_window(&self, key: u64, now: Instant) -> bool {
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent
-            .published
-            .get(&key)
-            .is_some_and(|at| now.duration_since(*at) < DEDUPE)
-        {
+        if recent.within_window(key, now) {
             return false;
         }
-        recent.published.insert(key, now);
-        if recent.published.len() >= recent.pruned_at {
-            recent
-                .published
-                .retain(|_, at| now.duration_since(*at) < DEDUPE);
-            recent.pruned_at = (recent.published.len() * 2).max(1024);
-        }
+        recent.record(key, now);
         true
     }
 
-    /// Publishes a pod's nomination as a decision, unless nominations are
-    /// over their rate.
+    /// Publishes a pod's nomination unless the pod had one within
+    /// [`DEDUPE`], whichever node it named (Karpenter dedupes them by pod
+    /// alone), or nominations are over their rate.
     pub async fn nomination<K: Resource<DynamicType = ()>>(&self, pod: &K, note: String) {
-        self.decision_limited(pod, false, "Nominated", note, Some(&self.nominations))
-            .await;
+        let uid = pod.meta().uid.as_deref().unwrap_or_default();
+        if self.nomination_due(hash_of(&[uid, NOMINATED]), Instant::now()) {
+            self.publish(pod, EventType::Normal, NOMINATED, note).await;
+        }
     }
 
-    /// Publishes a decision about an object (a pod's nomination, a node kept
-    /// from disruption) unless it is the one published last for it.
+    /// Whether a nomination with this hash is due at `now`, recording it as
+    /// published if so. One dropped by the rate is not remembered: a later
+    /// batch may publish it.
+    fn nomination_due(&self, key: u64, now: Instant) -> bool {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.within_window(key, now) {
+            return false;
+        }
+        let mut bucket = self.nominations.lock().unwrap_or_else(|e| e.into_inner());
+        if !bucket.try_take(now) {
+            return false;
+        }
+        recent.record(key, now);
+        true
+    }
+
+    /// Publishes a decision about an object (a pod that cannot be
+    /// scheduled, a node kept from disruption) unless it is the one
+    /// published last for it.
     pub async fn decision<K: Resource<DynamicType = ()>>(
         &self,
         obj: &K,
@@ -176,32 +205,11 @@ impl Events {
         reason: &str,
         note: String,
     ) {
-        self.decision_limited(obj, warning, reason, note, None)
-            .await;
-    }
-
-    async fn decision_limited<K: Resource<DynamicType = ()>>(
-        &self,
-        obj: &K,
-        warning: bool,
-        reason: &str,
-        note: String,
-        limit: Option<&Mutex<TokenBucket>>,
-    ) {
         let uid = uid::key(obj.meta().uid.as_deref().unwrap_or_default());
         let key = hash_of(&[reason, &note]);
         {
             let mut seen = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
             if seen.get(&uid) == Some(&key) {
-                return;
-            }
-            // Dropped by the rate, it is not remembered: a later batch may
-            // publish it.
-            if limit.is_some_and(|l| {
-                !l.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .try_take(Instant::now())
-            }) {
                 return;
             }
             if seen.len() >= MAX_REMEMBERED {
@@ -237,6 +245,28 @@ mod tests {
         let much_later = later + Duration::from_secs(3600);
         let capped = (0..100).filter(|_| bucket.try_take(much_later)).count();
         assert_eq!(capped, 10, "an idle hour refills to the burst, no more");
+    }
+
+    #[tokio::test]
+    async fn a_pod_is_nominated_once_per_window_whichever_node_it_names() {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
+        let events = Events::new(Client::try_from(config).expect("a client"), "test");
+        let t0 = Instant::now();
+        let pod = |uid: &str| hash_of(&[uid, NOMINATED]);
+        assert!(events.nomination_due(pod("uid-1"), t0));
+        assert!(
+            !events.nomination_due(pod("uid-1"), t0 + Duration::from_secs(60)),
+            "a second batch naming another node publishes nothing"
+        );
+        assert!(events.nomination_due(pod("uid-1"), t0 + DEDUPE + Duration::from_secs(1)));
+        // The burst spent at one instant: the rest wait for the rate and are
+        // not remembered, so a later batch publishes them.
+        let at = t0 + Duration::from_secs(3600);
+        let burst: Vec<bool> = (0..12)
+            .map(|i| events.nomination_due(pod(&format!("burst-{i}")), at))
+            .collect();
+        assert_eq!(burst.iter().filter(|due| **due).count(), 10);
+        assert!(events.nomination_due(pod("burst-11"), at + Duration::from_secs(1)));
     }
 
     #[tokio::test]

@@ -387,7 +387,10 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
     }
 }
 
-/// Nominated and FailedScheduling events on pods, off the batch's path.
+/// Nominated and FailedScheduling events on pods, off the batch's path. As
+/// in Karpenter, a pod is nominated only to a node or NodeClaim that was
+/// there before the batch: a NodeClaim the batch created for it says so
+/// itself, and the scheduler binds the pod to its Node moments later.
 fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>]) {
     let pods: BTreeMap<String, Arc<Pod>> = ctx
         .cluster
@@ -414,27 +417,25 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
         let Some(pod) = pods.get(&p.pod.uid) else {
             continue;
         };
-        let target = match &p.target {
+        match &p.target {
             engine::Target::ExistingNode(n) => {
                 ctx.nominations.nominate(n, now);
-                if nodes.contains(n) {
+                let target = if nodes.contains(n) {
                     format!("node/{n}")
                 } else {
                     format!("nodeclaim/{n}")
-                }
+                };
+                nominations.push((pod.clone(), format!("Pod should schedule on: {target}")));
             }
             // A NodeClaim just created is not nominated, as in Karpenter:
             // disruption leaves it alone while uninitialized, and after that
             // the pending pods headed for it are placed in every simulation.
-            engine::Target::NewNodeClaim(i) => match created.get(*i).cloned().flatten() {
-                Some(name) => {
+            engine::Target::NewNodeClaim(i) => {
+                if let Some(name) = created.get(*i).cloned().flatten() {
                     ctx.claim_pods.add(&name, pod.as_ref(), now);
-                    format!("nodeclaim/{name}")
                 }
-                None => continue,
-            },
-        };
-        nominations.push((pod.clone(), format!("Pod should schedule on: {target}")));
+            }
+        }
     }
     for u in &plan.unschedulable {
         if let Some(pod) = pods.get(&u.pod.uid) {
