@@ -57,6 +57,12 @@ struct Args {
     /// Leave each cluster running after its run.
     #[arg(long)]
     keep: bool,
+    /// Runs of each scenario per controller, taken in turn (Karpenter, ours,
+    /// Karpenter, ...); the table gives each figure's median and range.
+    /// Where nodes end up depends on where kube-scheduler put the pods, so
+    /// one run's end state is one draw.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
 }
 
 #[tokio::main]
@@ -78,17 +84,21 @@ async fn main() -> Result<()> {
     };
     let mut rows = Vec::new();
     for s in &scenarios {
-        for who in &contenders {
-            eprintln!(
-                "[peer] {} with {} ({})",
-                s.name(),
-                who.label(),
-                s.describe(args.scale)
-            );
-            let row = run_one(*s, *who, &args, &builds, &prices).await;
-            let row = row.unwrap_or_else(|e| Row::failed(*s, *who, args.scale, format!("{e:#}")));
-            eprintln!("[peer] {}", serde_json::to_string(&row)?);
-            rows.push(row);
+        for run in 1..=args.repeat {
+            for who in &contenders {
+                eprintln!(
+                    "[peer] {} with {} ({}), run {run} of {}",
+                    s.name(),
+                    who.label(),
+                    s.describe(args.scale),
+                    args.repeat
+                );
+                let row = run_one(*s, *who, run, &args, &builds, &prices).await;
+                let row = row
+                    .unwrap_or_else(|e| Row::failed(*s, *who, args.scale, run, format!("{e:#}")));
+                eprintln!("[peer] {}", serde_json::to_string(&row)?);
+                rows.push(row);
+            }
         }
     }
     report::print(&rows, args.output, &builds.karpenter_dir, &builds.ours)?;
@@ -98,19 +108,21 @@ async fn main() -> Result<()> {
 async fn run_one(
     s: Scenario,
     who: Contender,
+    run: u32,
     args: &Args,
     builds: &Builds,
     prices: &catalog::Prices,
 ) -> Result<Row> {
-    let dir = std::path::absolute(args.out_dir.join(format!("{}-{}", s.name(), who.label())))?;
+    // One run keeps the plain name; repeated runs are numbered, so each
+    // keeps its logs (and, with --keep, its cluster).
+    let name = match args.repeat {
+        1 => format!("{}-{}", s.name(), who.label()),
+        _ => format!("{}-{}-{run}", s.name(), who.label()),
+    };
+    let dir = std::path::absolute(args.out_dir.join(&name))?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let cluster = cluster::Cluster::up(
-        &format!("peer-{}-{}", s.name(), who.label()),
-        &dir,
-        args.keep,
-    )
-    .await?;
+    let cluster = cluster::Cluster::up(&format!("peer-{name}"), &dir, args.keep).await?;
     contender::install_crds(who, &cluster, builds)?;
     let (kubeconfig, token) = cluster.controller_identity(&dir).await?;
     prepare(&cluster).await?;
@@ -146,7 +158,7 @@ async fn run_one(
             None => unpriced += 1,
         }
     }
-    let mut row = Row::new(s, who, args.scale);
+    let mut row = Row::new(s, who, args.scale, run);
     match outcome {
         Ok(t) => row.timings = t,
         Err(e) => row.error = Some(format!("{e:#}")),

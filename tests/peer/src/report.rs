@@ -1,5 +1,7 @@
 //! One table: per scenario, each figure for Karpenter and for us, and the
 //! ratio ours / Karpenter's (below 1 is ours smaller: faster, fewer, lighter).
+//! With several runs a figure is their median, its range beside it, and the
+//! ratio is of the medians.
 
 use crate::audit::Requests;
 use crate::contender::Contender;
@@ -20,6 +22,8 @@ pub struct Row {
     pub scenario: Scenario,
     pub controller: Contender,
     pub scale: f64,
+    /// Which run of the scenario with this controller, from 1.
+    pub run: u32,
     pub workload: String,
     pub timings: Timings,
     pub nodes_end: u32,
@@ -32,11 +36,12 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn new(s: Scenario, who: Contender, scale: f64) -> Row {
+    pub fn new(s: Scenario, who: Contender, scale: f64, run: u32) -> Row {
         Row {
             scenario: s,
             controller: who,
             scale,
+            run,
             workload: s.describe(scale),
             timings: Timings::default(),
             nodes_end: 0,
@@ -48,10 +53,10 @@ impl Row {
         }
     }
 
-    pub fn failed(s: Scenario, who: Contender, scale: f64, error: String) -> Row {
+    pub fn failed(s: Scenario, who: Contender, scale: f64, run: u32, error: String) -> Row {
         Row {
             error: Some(error),
-            ..Row::new(s, who, scale)
+            ..Row::new(s, who, scale, run)
         }
     }
 }
@@ -102,12 +107,23 @@ fn text(rows: &[Row], karpenter_dir: &Path, ours: &Path) -> String {
         }
     }
     for s in scenarios {
-        let find = |who| rows.iter().find(|r| r.scenario == s && r.controller == who);
-        let (k, o) = (find(Contender::Karpenter), find(Contender::Ours));
-        let any = k.or(o).expect("a row of this scenario");
+        let runs = |who| -> Vec<&Row> {
+            rows.iter()
+                .filter(|r| r.scenario == s && r.controller == who)
+                .collect()
+        };
+        let (k, o) = (runs(Contender::Karpenter), runs(Contender::Ours));
+        let Some(any) = k.first().or(o.first()) else {
+            continue;
+        };
+        let repeat = k.len().max(o.len());
+        let of_runs = match repeat {
+            1 => String::new(),
+            n => format!("; median of {n} runs (lowest–highest)"),
+        };
         let _ = writeln!(
             out,
-            "\n## {} — {} (scale {})",
+            "\n## {} — {} (scale {}{of_runs})",
             s.name(),
             any.workload,
             any.scale
@@ -115,22 +131,26 @@ fn text(rows: &[Row], karpenter_dir: &Path, ours: &Path) -> String {
         let _ = writeln!(out, "| figure | Karpenter | ours | ours/Karpenter |");
         let _ = writeln!(out, "|---|---:|---:|---:|");
         for (name, get, digits) in FIGURES {
-            let kv = k.filter(|r| r.error.is_none()).and_then(get);
-            let ov = o.filter(|r| r.error.is_none()).and_then(get);
+            let (kv, ov) = (Spread::of(&k, get), Spread::of(&o, get));
             if kv.is_none() && ov.is_none() {
                 continue;
             }
-            let cell = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.digits$}"));
-            let ratio = match (kv, ov) {
-                (Some(k), Some(o)) if k > 0.0 => format!("{:.2}", o / k),
-                (Some(k), Some(o)) if k == 0.0 && o == 0.0 => "=".into(),
+            let cell =
+                |v: &Option<Spread>| v.as_ref().map_or("—".to_string(), |v| v.cell(digits));
+            let ratio = match (&kv, &ov) {
+                (Some(k), Some(o)) if k.median > 0.0 => format!("{:.2}", o.median / k.median),
+                (Some(k), Some(o)) if k.median == 0.0 && o.median == 0.0 => "=".into(),
                 _ => "—".into(),
             };
-            let _ = writeln!(out, "| {name} | {} | {} | {ratio} |", cell(kv), cell(ov));
+            let _ = writeln!(out, "| {name} | {} | {} | {ratio} |", cell(&kv), cell(&ov));
         }
-        for r in [k, o].into_iter().flatten() {
+        for r in k.iter().chain(&o) {
+            let who = match repeat {
+                1 => r.controller.label().to_string(),
+                _ => format!("{}, run {}", r.controller.label(), r.run),
+            };
             if let Some(e) = &r.error {
-                let _ = writeln!(out, "- {} failed: {e}", r.controller.label());
+                let _ = writeln!(out, "- {who} failed: {e}");
             }
             if !r.node_types.is_empty() {
                 let types: Vec<String> = r
@@ -138,17 +158,87 @@ fn text(rows: &[Row], karpenter_dir: &Path, ours: &Path) -> String {
                     .iter()
                     .map(|(t, n)| format!("{n}× {t}"))
                     .collect();
-                let _ = writeln!(
-                    out,
-                    "- {} nodes: {}",
-                    r.controller.label(),
-                    types.join(", ")
-                );
+                let _ = writeln!(out, "- {who} nodes: {}", types.join(", "));
             }
             for note in &r.timings.notes {
-                let _ = writeln!(out, "- {}: {note}", r.controller.label());
+                let _ = writeln!(out, "- {who}: {note}");
             }
         }
     }
     out
+}
+
+/// A figure over the runs that gave it: the median, and the range when
+/// there was more than one.
+struct Spread {
+    median: f64,
+    low: f64,
+    high: f64,
+    runs: usize,
+}
+
+impl Spread {
+    fn of(rows: &[&Row], get: fn(&Row) -> Option<f64>) -> Option<Spread> {
+        let mut values: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.error.is_none())
+            .filter_map(|r| get(r))
+            .collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = match n {
+            0 => return None,
+            _ if n % 2 == 1 => values[n / 2],
+            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        };
+        Some(Spread {
+            median,
+            low: values[0],
+            high: values[n - 1],
+            runs: n,
+        })
+    }
+
+    fn cell(&self, digits: usize) -> String {
+        match self.runs {
+            1 => format!("{:.digits$}", self.median),
+            _ => format!(
+                "{:.digits$} ({:.digits$}–{:.digits$})",
+                self.median, self.low, self.high
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn priced(run: u32, price: f64) -> Row {
+        Row {
+            price_per_hour: price,
+            ..Row::new(Scenario::Consolidation, Contender::Ours, 0.25, run)
+        }
+    }
+
+    #[test]
+    fn repeated_runs_give_the_median_and_the_range_and_leave_failures_out() {
+        let rows = [priced(1, 15.05), priced(2, 13.02), priced(3, 13.36)];
+        let refs: Vec<&Row> = rows.iter().collect();
+        let spread = Spread::of(&refs, |r| Some(r.price_per_hour)).expect("three runs");
+        assert_eq!(spread.cell(2), "13.36 (13.02–15.05)");
+        let failed = Row {
+            error: Some("timed out".into()),
+            ..priced(4, 99.0)
+        };
+        let refs = [&rows[0], &rows[1], &failed];
+        let spread = Spread::of(&refs, |r| Some(r.price_per_hour)).expect("two runs");
+        assert_eq!(
+            spread.cell(2),
+            "14.04 (13.02–15.05)",
+            "an even count halves the middle two"
+        );
+        let one = Spread::of(&[&rows[0]], |r| Some(r.price_per_hour)).expect("one run");
+        assert_eq!(one.cell(2), "15.05", "one run, no range");
+    }
 }
