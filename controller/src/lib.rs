@@ -234,6 +234,7 @@ pub async fn run(client: Client, registry: Arc<Registry>, options: Options) -> a
         .wait_ready()
         .await
         .context("waiting for the NodeOverlays")?;
+    ctx.node_classes.wait_listed().await;
     let overlay_status = ctx.clone();
     let mut loops = vec![
         tokio::spawn(async move {

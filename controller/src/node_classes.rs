@@ -78,6 +78,29 @@ impl NodeClasses {
         }
     }
 
+    /// Waits, at most [`LIST_WAIT`], until every kind watched so far holds a
+    /// full list, so the first batch reads its NodeClasses from the stores
+    /// rather than asking the API server once per NodePool. A kind whose CRD
+    /// is missing is not waited for past that: its reads go to the API server.
+    pub async fn wait_listed(&self) {
+        let stores: Vec<(KindKey, Store<DynamicObject>)> = self
+            .stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        let all = futures::future::join_all(stores.iter().map(|(_, s)| s.wait_until_ready()));
+        if tokio::time::timeout(LIST_WAIT, all).await.is_err() {
+            let unlisted: Vec<&str> = stores
+                .iter()
+                .filter(|(_, s)| !listed(s))
+                .map(|(k, _)| k.3.as_str())
+                .collect();
+            tracing::warn!(kinds = ?unlisted, "NodeClasses not listed yet; reading them from the API server");
+        }
+    }
+
     /// The store of `kind`, its watcher started if this is the first ask.
     fn store(&self, kind: &wit::NodeClassKind) -> Store<DynamicObject> {
         let key: KindKey = (
