@@ -31,7 +31,7 @@ pub use bindings::wit;
 pub use catalog::InstanceTypes;
 pub use compile::{Compiler, Tier, compile_stdin_to_stdout};
 pub use config::PluginConfig;
-pub use plugin::{CallError, InvalidMetadata, Plugin};
+pub use plugin::{CallError, InvalidMetadata, Plugin, WARM_IDLE};
 pub use registry::{Registry, ReloadReport, decompress as decompress_plugin};
 pub use runtime::{Runtime, RuntimeOptions};
 pub use source::SourceRoots;

@@ -22,7 +22,7 @@ use super::validate;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use wasmtime::component::Component;
 use wasmtime::{Store, UpdateDeadline};
 
@@ -35,6 +35,10 @@ const MAX_WARM: usize = 8;
 /// start, as a JavaScript or Python runtime starts with tens of MiB and a
 /// new instance of one costs a millisecond or more.
 const MAX_WARM_GROWTH: usize = 2 << 20;
+/// A warm instance unused this long is dropped, all but the one used last:
+/// a burst of concurrent calls (a scale-out's launches) would otherwise
+/// leave up to [`MAX_WARM`] instances holding their memories while idle.
+pub const WARM_IDLE: Duration = Duration::from_secs(30);
 
 /// Why a call failed. `Provider` is the plugin's own typed answer; the others
 /// mean the plugin misbehaved or could not run.
@@ -132,6 +136,8 @@ struct Warm {
     bindings: Exports,
     /// Its linear memory once instantiated.
     started_with: usize,
+    /// When its last call ended.
+    idle_since: Instant,
 }
 
 pub struct Plugin {
@@ -296,6 +302,7 @@ impl Plugin {
                     store,
                     bindings,
                     started_with,
+                    idle_since: Instant::now(),
                 })
             }
             Err(e) => Err(match output.take() {
@@ -359,6 +366,7 @@ impl Plugin {
                     .saturating_sub(warm.started_with);
                 let current = Arc::ptr_eq(&warm.code, &self.code.current());
                 if pool.len() < MAX_WARM && grown <= MAX_WARM_GROWTH && current {
+                    warm.idle_since = Instant::now();
                     pool.push(warm);
                 }
                 Ok(value)
@@ -380,6 +388,24 @@ impl Plugin {
                 )))
             }
         }
+    }
+
+    /// Drops the warm instances idle for [`WARM_IDLE`] at `now` but the one
+    /// used last (the next call's); returns how many went.
+    pub fn trim_idle(&self, now: Instant) -> usize {
+        let stale: Vec<Warm> = {
+            let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
+            // A stack, pushed as calls end: the oldest first, and the last
+            // one is the next call's.
+            let last = pool.len().saturating_sub(1);
+            let stale = pool[..last]
+                .iter()
+                .take_while(|w| now.saturating_duration_since(w.idle_since) >= WARM_IDLE)
+                .count();
+            pool.drain(..stale).collect()
+        };
+        // Dropped outside the lock: each frees a linear memory.
+        stale.len()
     }
 
     /// A warm instance, or a new one. When the memory budget cannot take a

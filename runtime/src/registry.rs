@@ -293,7 +293,8 @@ impl Registry {
         None
     }
 
-    /// Re-reads the directory every `interval` until the registry is dropped.
+    /// Re-reads the directory every `interval`, and drops the instances
+    /// idle since long ([`Plugin::trim_idle`]), until the registry is dropped.
     pub fn watch(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -305,8 +306,20 @@ impl Registry {
                 if let Err(e) = registry.reload().await {
                     tracing::error!(error = %format!("{e:#}"), "cannot read the plugin directory");
                 }
+                registry.trim_idle(std::time::Instant::now());
             }
         })
+    }
+
+    /// Drops each plugin's warm instances idle for [`crate::WARM_IDLE`] but
+    /// its last one.
+    pub fn trim_idle(&self, now: std::time::Instant) {
+        for plugin in self.plugins() {
+            let dropped = plugin.trim_idle(now);
+            if dropped > 0 {
+                tracing::debug!(plugin = %plugin.name, dropped, "idle instances dropped");
+            }
+        }
     }
 
     fn plugin_names(dir: &Dir) -> anyhow::Result<Vec<String>> {
