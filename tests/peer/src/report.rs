@@ -63,7 +63,7 @@ impl Row {
 
 type Figure = (&'static str, fn(&Row) -> Option<f64>, usize);
 
-const FIGURES: [Figure; 10] = [
+const FIGURES: [Figure; 12] = [
     ("time to all pods Running (s)", |r| r.timings.running_s, 1),
     ("time to stable (s)", |r| r.timings.stable_s, 1),
     (
@@ -75,6 +75,8 @@ const FIGURES: [Figure; 10] = [
     ("$/h at the end", |r| Some(r.price_per_hour), 2),
     ("peak RSS (MB)", |r| Some(r.usage.peak_rss_mb), 1),
     ("P95 RSS (MB)", |r| Some(r.usage.p95_rss_mb), 1),
+    ("peak PSS (MB)", |r| Some(r.usage.peak_pss_mb), 1),
+    ("P95 PSS (MB)", |r| Some(r.usage.p95_pss_mb), 1),
     ("CPU (s)", |r| Some(r.usage.cpu_seconds), 1),
     ("API requests", |r| Some(r.requests.total as f64), 0),
     ("pods evicted", |r| Some(r.requests.pods_evicted as f64), 0),

@@ -1,6 +1,11 @@
 //! The controller's memory and CPU from /proc, as the kernel counts them:
 //! resident memory of its process tree sampled four times a second, and CPU
 //! time of the tree (children that exited included).
+//!
+//! Memory is read two ways. RSS summed over the tree counts twice the pages
+//! a parent and its child both map (the executable's, above all); PSS splits
+//! each shared page among the processes that map it, so the tree's sum counts
+//! it once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +16,7 @@ const TICKS: f64 = 100.0;
 
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    samples: Arc<Mutex<Vec<u64>>>,
+    samples: Arc<Mutex<Vec<Sample>>>,
     pid: u32,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -20,7 +25,16 @@ pub struct Sampler {
 pub struct Usage {
     pub peak_rss_mb: f64,
     pub p95_rss_mb: f64,
+    pub peak_pss_mb: f64,
+    pub p95_pss_mb: f64,
     pub cpu_seconds: f64,
+}
+
+/// The tree's memory at one instant, in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    rss: u64,
+    pss: u64,
 }
 
 impl Sampler {
@@ -30,9 +44,11 @@ impl Sampler {
         let (s, v) = (stop.clone(), samples.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                let rss: u64 = tree(pid).iter().filter_map(|p| rss_bytes(*p)).sum();
+                let pids = tree(pid);
+                let rss: u64 = pids.iter().filter_map(|p| rss_bytes(*p)).sum();
+                let pss: u64 = pids.iter().filter_map(|p| pss_bytes(*p)).sum();
                 if rss > 0 {
-                    v.lock().expect("samples").push(rss);
+                    v.lock().expect("samples").push(Sample { rss, pss });
                 }
                 std::thread::sleep(Duration::from_millis(250));
             }
@@ -57,19 +73,28 @@ impl Sampler {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let mut samples = self.samples.lock().expect("samples").clone();
-        samples.sort_unstable();
-        let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
-        let p95 = samples
-            .get(((samples.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0);
+        let samples = self.samples.lock().expect("samples").clone();
+        let (peak_rss_mb, p95_rss_mb) = peak_and_p95(samples.iter().map(|s| s.rss).collect());
+        let (peak_pss_mb, p95_pss_mb) = peak_and_p95(samples.iter().map(|s| s.pss).collect());
         Usage {
-            peak_rss_mb: mb(samples.last().copied().unwrap_or(0)),
-            p95_rss_mb: mb(p95),
+            peak_rss_mb,
+            p95_rss_mb,
+            peak_pss_mb,
+            p95_pss_mb,
             cpu_seconds,
         }
     }
+}
+
+/// The highest and the 95th percentile of byte counts, in MB.
+fn peak_and_p95(mut bytes: Vec<u64>) -> (f64, f64) {
+    bytes.sort_unstable();
+    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let p95 = bytes
+        .get(((bytes.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(0);
+    (mb(bytes.last().copied().unwrap_or(0)), mb(p95))
 }
 
 /// The process and its live descendants, the process first.
@@ -125,4 +150,37 @@ fn cpu_ticks(pid: u32, with_reaped_children: bool) -> Option<u64> {
 fn rss_bytes(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
     Some(text.split_whitespace().nth(1)?.parse::<u64>().ok()? * PAGE)
+}
+
+fn pss_bytes(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let kib = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_proportional_share_is_at_most_its_resident_memory() {
+        let pid = std::process::id();
+        let pss = pss_bytes(pid).expect("smaps_rollup");
+        let rss = rss_bytes(pid).expect("statm");
+        assert!(pss > 0 && pss <= rss, "pss {pss} rss {rss}");
+    }
+
+    #[test]
+    fn the_p95_of_twenty_samples_is_the_nineteenth() {
+        let mb = 1024 * 1024;
+        let (peak, p95) = peak_and_p95((1..=20).rev().map(|i| i * mb).collect());
+        assert_eq!((peak, p95), (20.0, 19.0));
+    }
 }
