@@ -142,9 +142,19 @@ impl Events {
         } else {
             "N"
         };
-        if !self.first_in_window(hash_of(&[uid, kind, reason, &note]), Instant::now()) {
-            return;
+        let key = hash_of(&[uid, kind, reason, &note]);
+        if self.first_in_window(key, Instant::now(), |_| true) {
+            self.send(obj, type_, reason, note).await;
         }
+    }
+
+    async fn send<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
         let ev = Event {
             type_,
             reason: reason.to_string(),
@@ -159,10 +169,12 @@ impl Events {
     }
 
     /// Whether an event with this hash was not published within [`DEDUPE`]
-    /// of `now`; records it as published now if so.
-    fn first_in_window(&self, key: u64, now: Instant) -> bool {
+    /// of `now` and `admit` lets it through; records it as published now if
+    /// so. One `admit` refuses is not remembered, so a later call may
+    /// publish it.
+    fn first_in_window(&self, key: u64, now: Instant, admit: impl FnOnce(Instant) -> bool) -> bool {
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.within_window(key, now) {
+        if recent.within_window(key, now) || !admit(now) {
             return false;
         }
         recent.record(key, now);
@@ -175,24 +187,15 @@ impl Events {
     pub async fn nomination<K: Resource<DynamicType = ()>>(&self, pod: &K, note: String) {
         let uid = pod.meta().uid.as_deref().unwrap_or_default();
         if self.nomination_due(hash_of(&[uid, NOMINATED]), Instant::now()) {
-            self.publish(pod, EventType::Normal, NOMINATED, note).await;
+            self.send(pod, EventType::Normal, NOMINATED, note).await;
         }
     }
 
-    /// Whether a nomination with this hash is due at `now`, recording it as
-    /// published if so. One dropped by the rate is not remembered: a later
-    /// batch may publish it.
     fn nomination_due(&self, key: u64, now: Instant) -> bool {
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.within_window(key, now) {
-            return false;
-        }
-        let mut bucket = self.nominations.lock().unwrap_or_else(|e| e.into_inner());
-        if !bucket.try_take(now) {
-            return false;
-        }
-        recent.record(key, now);
-        true
+        self.first_in_window(key, now, |now| {
+            let mut bucket = self.nominations.lock().unwrap_or_else(|e| e.into_inner());
+            bucket.try_take(now)
+        })
     }
 
     /// Publishes a decision about an object (a pod that cannot be
@@ -276,9 +279,10 @@ mod tests {
         let t0 = Instant::now();
         let a = hash_of(&["uid-1", "N", "Launched", "note"]);
         let b = hash_of(&["uid-2", "N", "Launched", "note"]);
-        assert!(events.first_in_window(a, t0));
-        assert!(!events.first_in_window(a, t0 + Duration::from_secs(60)));
-        assert!(events.first_in_window(b, t0 + Duration::from_secs(60)));
-        assert!(events.first_in_window(a, t0 + DEDUPE + Duration::from_secs(1)));
+        let first = |key, at| events.first_in_window(key, at, |_| true);
+        assert!(first(a, t0));
+        assert!(!first(a, t0 + Duration::from_secs(60)));
+        assert!(first(b, t0 + Duration::from_secs(60)));
+        assert!(first(a, t0 + DEDUPE + Duration::from_secs(1)));
     }
 }

@@ -418,23 +418,18 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
             continue;
         };
         match &p.target {
-            engine::Target::ExistingNode(n) => {
-                ctx.nominations.nominate(n, now);
-                let target = if nodes.contains(n) {
-                    format!("node/{n}")
-                } else {
-                    format!("nodeclaim/{n}")
-                };
-                nominations.push((pod.clone(), format!("Pod should schedule on: {target}")));
-            }
-            // A NodeClaim just created is not nominated, as in Karpenter:
-            // disruption leaves it alone while uninitialized, and after that
-            // the pending pods headed for it are placed in every simulation.
+            engine::Target::ExistingNode(n) => ctx.nominations.nominate(n, now),
+            // Disruption leaves a NodeClaim alone while uninitialized, and
+            // after that the pending pods headed for it are placed in every
+            // simulation.
             engine::Target::NewNodeClaim(i) => {
                 if let Some(name) = created.get(*i).cloned().flatten() {
                     ctx.claim_pods.add(&name, pod.as_ref(), now);
                 }
             }
+        }
+        if let Some(note) = nomination_note(&p.target, &nodes) {
+            nominations.push((pod.clone(), note));
         }
     }
     for u in &plan.unschedulable {
@@ -461,6 +456,18 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
     });
 }
 
+/// The note of a pod's Nominated event, if it gets one: only a placement on
+/// a node or NodeClaim that was there before the batch does.
+fn nomination_note(target: &engine::Target, nodes: &BTreeSet<String>) -> Option<String> {
+    match target {
+        engine::Target::ExistingNode(n) if nodes.contains(n) => {
+            Some(format!("Pod should schedule on: node/{n}"))
+        }
+        engine::Target::ExistingNode(n) => Some(format!("Pod should schedule on: nodeclaim/{n}")),
+        engine::Target::NewNodeClaim(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,6 +481,26 @@ mod tests {
             values: values.iter().map(|v| v.to_string()).collect(),
             min_values: None,
         }
+    }
+
+    #[test]
+    fn a_pod_is_nominated_only_to_what_was_there_before_the_batch() {
+        let nodes = BTreeSet::from(["node-a".to_string()]);
+        let note = |t| nomination_note(&t, &nodes);
+        assert_eq!(
+            note(engine::Target::ExistingNode("node-a".into())).as_deref(),
+            Some("Pod should schedule on: node/node-a")
+        );
+        assert_eq!(
+            note(engine::Target::ExistingNode("default-x7k2p".into())).as_deref(),
+            Some("Pod should schedule on: nodeclaim/default-x7k2p"),
+            "an in-flight NodeClaim with no Node yet"
+        );
+        assert_eq!(
+            note(engine::Target::NewNodeClaim(0)),
+            None,
+            "a NodeClaim the batch creates says so itself"
+        );
     }
 
     #[test]
