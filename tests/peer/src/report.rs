@@ -63,7 +63,7 @@ impl Row {
 
 type Figure = (&'static str, fn(&Row) -> Option<f64>, usize);
 
-const FIGURES: [Figure; 12] = [
+const FIGURES: [Figure; 13] = [
     ("time to all pods Running (s)", |r| r.timings.running_s, 1),
     ("time to stable (s)", |r| r.timings.stable_s, 1),
     (
@@ -78,6 +78,11 @@ const FIGURES: [Figure; 12] = [
     ("peak PSS (MB)", |r| Some(r.usage.peak_pss_mb), 1),
     ("P95 PSS (MB)", |r| Some(r.usage.p95_pss_mb), 1),
     ("CPU (s)", |r| Some(r.usage.cpu_seconds), 1),
+    (
+        "of which child processes (s)",
+        |r| Some(r.usage.children_cpu_seconds),
+        1,
+    ),
     ("API requests", |r| Some(r.requests.total as f64), 0),
     ("pods evicted", |r| Some(r.requests.pods_evicted as f64), 0),
 ];

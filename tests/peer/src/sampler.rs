@@ -28,6 +28,9 @@ pub struct Usage {
     pub peak_pss_mb: f64,
     pub p95_pss_mb: f64,
     pub cpu_seconds: f64,
+    /// Of `cpu_seconds`, what the controller's child processes used (ours
+    /// compiles each plugin in one).
+    pub children_cpu_seconds: f64,
 }
 
 /// The tree's memory at one instant, in bytes.
@@ -63,10 +66,17 @@ impl Sampler {
 
     /// Call before the process exits: CPU time is read from the live tree.
     pub fn finish(mut self) -> Usage {
-        let cpu_seconds = tree(self.pid)
+        let ticks: Vec<(u64, u64)> = tree(self.pid)
             .iter()
             .enumerate()
             .filter_map(|(i, p)| cpu_ticks(*p, i == 0))
+            .collect();
+        let cpu_seconds =
+            ticks.iter().map(|(own, reaped)| own + reaped).sum::<u64>() as f64 / TICKS;
+        let children_cpu_seconds = ticks
+            .iter()
+            .enumerate()
+            .map(|(i, (own, reaped))| if i == 0 { *reaped } else { *own })
             .sum::<u64>() as f64
             / TICKS;
         self.stop.store(true, Ordering::Relaxed);
@@ -82,6 +92,7 @@ impl Sampler {
             peak_pss_mb,
             p95_pss_mb,
             cpu_seconds,
+            children_cpu_seconds,
         }
     }
 }
@@ -133,18 +144,17 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_string).collect())
 }
 
-fn cpu_ticks(pid: u32, with_reaped_children: bool) -> Option<u64> {
+/// A process's own CPU ticks, and those of its children it has reaped when
+/// asked for them.
+fn cpu_ticks(pid: u32, with_reaped_children: bool) -> Option<(u64, u64)> {
     let f = stat_fields(pid)?;
     let n = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-    Some(
-        n(11)
-            + n(12)
-            + if with_reaped_children {
-                n(13) + n(14)
-            } else {
-                0
-            },
-    )
+    let reaped = if with_reaped_children {
+        n(13) + n(14)
+    } else {
+        0
+    };
+    Some((n(11) + n(12), reaped))
 }
 
 fn rss_bytes(pid: u32) -> Option<u64> {
