@@ -1,14 +1,17 @@
-//! The compiled code a plugin's calls run on. A large plugin that is not in
-//! the precompiled cache starts on Winch's quick compile (see `runtime.rs`),
-//! and its slot takes Cranelift's optimized code once, when the background
+//! The compiled code a plugin's calls run on. A plugin that is not in the
+//! precompiled cache starts on Winch's quick compile (see `runtime.rs`), and
+//! its slot takes Cranelift's optimized code once, when the background
 //! compile finishes; instances made from the quick code are dropped then.
+//! A small plugin's slot counts the CPU its calls spend on the quick code,
+//! and holds what to compile from until that is enough to be worth it.
 
 use super::bindings::catalog::GuestIndices as CatalogIndices;
 use super::bindings::catalog_table::GuestIndices as TableIndices;
 use super::bindings::interruption::GuestIndices as InterruptionIndices;
 use super::bindings::v0_1_4::ProviderPluginPre;
 use super::state::State;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use wasmtime::component::{Component, Linker};
 
 pub(super) struct Code {
@@ -23,7 +26,20 @@ pub(super) struct Code {
     pub optimized: bool,
 }
 
-pub(super) struct CodeSlot(RwLock<Arc<Code>>);
+pub(super) struct CodeSlot {
+    code: RwLock<Arc<Code>>,
+    /// Epoch ticks calls have spent on the quick code.
+    quick_ticks: AtomicU64,
+    /// What Cranelift compiles from once `quick_ticks` reaches the count;
+    /// taken once.
+    tier_up: Mutex<Option<(TierUp, u64)>>,
+}
+
+/// The plugin as loaded, for its optimized compile.
+pub(super) struct TierUp {
+    pub wasm: Vec<u8>,
+    pub sha256: String,
+}
 
 impl CodeSlot {
     /// `linker` must belong to the component's engine.
@@ -32,19 +48,43 @@ impl CodeSlot {
         component: Component,
         optimized: bool,
     ) -> anyhow::Result<Self> {
-        Ok(CodeSlot(RwLock::new(Arc::new(code(
-            linker, component, optimized,
-        )?))))
+        Ok(CodeSlot {
+            code: RwLock::new(Arc::new(code(linker, component, optimized)?)),
+            quick_ticks: AtomicU64::new(0),
+            tier_up: Mutex::new(None),
+        })
     }
 
     pub fn current(&self) -> Arc<Code> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Holds what to optimize from until calls have spent `ticks` on the
+    /// quick code.
+    pub fn optimize_when_hot(&self, from: TierUp, ticks: u64) {
+        *self.tier_up.lock().unwrap_or_else(|e| e.into_inner()) = Some((from, ticks));
+    }
+
+    /// Counts an epoch tick a call spent on the quick code.
+    pub fn spent_quick_tick(&self) {
+        self.quick_ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What to optimize from, once, when the quick code has been used enough.
+    pub fn take_when_hot(&self) -> Option<TierUp> {
+        let mut tier_up = self.tier_up.lock().unwrap_or_else(|e| e.into_inner());
+        match &*tier_up {
+            Some((_, ticks)) if self.quick_ticks.load(Ordering::Relaxed) >= *ticks => {
+                tier_up.take().map(|(from, _)| from)
+            }
+            _ => None,
+        }
     }
 
     /// Puts the optimized component in place for every later instance.
     pub fn optimize(&self, linker: &Linker<State>, component: Component) -> anyhow::Result<()> {
         let code = Arc::new(code(linker, component, true)?);
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = code;
+        *self.code.write().unwrap_or_else(|e| e.into_inner()) = code;
         Ok(())
     }
 }

@@ -33,5 +33,5 @@ pub use compile::{Compiler, Tier, compile_stdin_to_stdout};
 pub use config::PluginConfig;
 pub use plugin::{CallError, InvalidMetadata, Plugin, WARM_IDLE};
 pub use registry::{Registry, ReloadReport, decompress as decompress_plugin};
-pub use runtime::{Runtime, RuntimeOptions};
+pub use runtime::{Runtime, RuntimeOptions, TIER_UP_CPU};
 pub use source::SourceRoots;

@@ -253,7 +253,11 @@ impl Plugin {
             State::new(self.caps.clone(), hooks, budget),
         );
         store.limiter(|s| s.limiter());
-        store.epoch_deadline_callback(|mut ctx| {
+        let quick = (!code.optimized).then(|| self.code.clone());
+        store.epoch_deadline_callback(move |mut ctx| {
+            if let Some(slot) = &quick {
+                slot.spent_quick_tick();
+            }
             let cpu = &mut ctx.data_mut().cpu;
             cpu.used_ticks += 1;
             if cpu.used_ticks > cpu.budget_ticks {
@@ -351,6 +355,13 @@ impl Plugin {
         let outcome =
             tokio::time::timeout(self.caps.config.call_timeout(), f(store, bindings)).await;
         let elapsed = start.elapsed();
+        if !warm.code.optimized
+            && let Some(from) = self.code.take_when_hot()
+        {
+            tracing::info!(plugin = %self.name, cpu_seconds = super::runtime::TIER_UP_CPU.as_secs_f64(), "plugin hot on its quick compile: optimizing it");
+            self.runtime
+                .optimize_later(&self.name, from, self.code.clone());
+        }
         let output = warm.store.data().stderr.take();
         if let Some(text) = &output {
             self.caps.log.guest_stderr(&self.name, call, text);

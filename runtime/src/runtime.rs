@@ -7,7 +7,7 @@ use super::capabilities::{
     Capabilities, cache::KvCache, cluster::ClusterView, log::LogLimiter, secrets::SecretStore,
     tokens,
 };
-use super::code::CodeSlot;
+use super::code::{CodeSlot, TierUp};
 use super::compile::{Compiler, Tier, compile};
 use super::config::PluginConfig;
 use super::http::OutboundHttp;
@@ -56,12 +56,14 @@ impl Default for RuntimeOptions {
 pub struct Runtime {
     pub(super) engine: Engine,
     pub(super) linker: Linker<State>,
-    /// Winch's engine and linker: large plugins serve on it until their
-    /// optimized code is ready.
+    /// Winch's engine and linker: plugins not in the precompiled cache serve
+    /// on it until their optimized code is ready.
     quick: Option<(Engine, Linker<State>)>,
     pub(super) http: OutboundHttp,
     pub metrics: Arc<PluginMetrics>,
     precompiled: Option<PrecompiledCache>,
+    /// Winch's code, kept apart: its engine has its own compatibility hash.
+    quick_precompiled: Option<PrecompiledCache>,
     compiler: Compiler,
     pub(super) secrets: Arc<SecretStore>,
     /// The OCI client plugin sources are pulled with.
@@ -101,6 +103,10 @@ impl Runtime {
             Some(dir) => Some(PrecompiledCache::open(dir, &engine)?),
             None => None,
         };
+        let quick_precompiled = match (&options.precompiled, &quick) {
+            (Some(dir), Some((quick, _))) => Some(PrecompiledCache::open(dir, quick)?),
+            _ => None,
+        };
         Ok(Arc::new(Runtime {
             engine,
             linker,
@@ -112,6 +118,7 @@ impl Runtime {
             },
             metrics: Arc::new(PluginMetrics::default()),
             precompiled,
+            quick_precompiled,
             compiler: options.compiler,
             secrets: Arc::new(options.secrets),
             registries: Arc::new(Registries::new(&options.extra_roots)),
@@ -139,9 +146,9 @@ impl Runtime {
             .as_ref()
             .and_then(|cache| cache.get(&self.engine, &sha256));
         let quick = match self.quick.as_ref() {
-            Some((engine, linker)) if cached.is_none() && wasm.len() >= QUICK_START_BYTES => {
-                match compile(&self.compiler, engine, wasm, Tier::Quick).await {
-                    Ok(compiled) => Some((compiled.component, linker)),
+            Some((engine, linker)) if cached.is_none() => {
+                match self.quick_code(engine, wasm, &sha256).await {
+                    Ok(component) => Some((component, linker)),
                     // A proposal Winch lacks: Cranelift alone decides.
                     Err(e) => {
                         tracing::warn!(plugin = %name, error = %format!("{e:#}"), "no quick compile; waiting for the optimized one");
@@ -183,9 +190,36 @@ impl Runtime {
         .await
         .with_context(|| format!("plugin {name}"))?;
         if !optimized {
-            self.optimize_later(name, wasm.to_vec(), sha256, code);
+            let from = TierUp {
+                wasm: wasm.to_vec(),
+                sha256,
+            };
+            if wasm.len() >= OPTIMIZE_AT_ONCE_BYTES {
+                self.optimize_later(name, from, code);
+            } else {
+                code.optimize_when_hot(from, tier_up_ticks());
+            }
         }
         Ok(plugin)
+    }
+
+    /// Winch's code for the plugin, from the precompiled cache or compiled
+    /// and put there.
+    async fn quick_code(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        sha256: &str,
+    ) -> anyhow::Result<Component> {
+        let cache = self.quick_precompiled.as_ref();
+        if let Some(component) = cache.and_then(|c| c.get(engine, sha256)) {
+            return Ok(component);
+        }
+        let compiled = compile(&self.compiler, engine, wasm, Tier::Quick).await?;
+        if let (Some(cache), Some(serialized)) = (cache, &compiled.serialized) {
+            cache.put(sha256, serialized);
+        }
+        Ok(compiled.component)
     }
 
     /// Cranelift's code for the plugin, put in the precompiled cache.
@@ -201,15 +235,10 @@ impl Runtime {
 
     /// Compiles the plugin with Cranelift in the background and moves its
     /// calls onto that code; until then they run on the quick compile.
-    fn optimize_later(
-        self: &Arc<Self>,
-        name: &str,
-        wasm: Vec<u8>,
-        sha256: String,
-        code: Arc<CodeSlot>,
-    ) {
+    pub(super) fn optimize_later(self: &Arc<Self>, name: &str, from: TierUp, code: Arc<CodeSlot>) {
         let runtime = self.clone();
         let name = name.to_string();
+        let TierUp { wasm, sha256 } = from;
         tokio::spawn(async move {
             let start = std::time::Instant::now();
             let optimized = runtime
@@ -268,17 +297,28 @@ pub fn engine_config() -> Config {
 }
 
 /// Winch: compiles in a fraction of Cranelift's time into slower code. A
-/// plugin of `QUICK_START_BYTES` or more that is not in the precompiled cache
-/// (a JavaScript or Python component is tens of MB) serves on it while
-/// Cranelift compiles in the background.
+/// plugin not in the precompiled cache serves on it first; Cranelift compiles
+/// it in the background at once when it is large (a JavaScript or Python
+/// component, tens of MB, runs its interpreter on that code), and once its
+/// calls have used [`TIER_UP_CPU`] when it is not. A plugin that stays cold
+/// never pays for Cranelift's compile, several times Winch's.
 pub fn quick_engine_config() -> Config {
     let mut config = engine_config();
     config.strategy(wasmtime::Strategy::Winch);
     config
 }
 
-/// Below this, Cranelift alone is quick enough.
-const QUICK_START_BYTES: usize = 4 << 20;
+/// From this size up, a plugin on Winch's code is optimized at once.
+const OPTIMIZE_AT_ONCE_BYTES: usize = 4 << 20;
+
+/// CPU a smaller plugin's calls spend on Winch's code before Cranelift
+/// compiles it: about what that compile costs for a plugin of a few hundred
+/// KiB, so the compile is paid for only by a plugin that would earn it back.
+pub const TIER_UP_CPU: Duration = Duration::from_secs(1);
+
+fn tier_up_ticks() -> u64 {
+    (TIER_UP_CPU.as_micros() / TICK.as_micros()) as u64
+}
 
 /// A linker with the host's capabilities for plugins compiled by `engine`.
 fn linker(engine: &Engine) -> anyhow::Result<Linker<State>> {

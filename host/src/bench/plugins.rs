@@ -29,6 +29,9 @@ pub struct Report {
 #[derive(Debug, Serialize)]
 pub struct RuntimeFigures {
     pub compile_ms: f64,
+    /// Whether the calls below ran on Cranelift's code; a plugin not in the
+    /// cache serves on Winch's until its calls make it hot.
+    pub optimized: bool,
     pub load_precompiled_ms: f64,
     pub trivial_call_us: f64,
     pub instance_types: usize,
@@ -219,7 +222,8 @@ async fn measure(
         ..PluginConfig::default()
     };
 
-    // The first load compiles and fills the cache; later ones deserialize.
+    // The first load compiles (Winch's quick compile) and fills the cache;
+    // later ones deserialize.
     let t = Instant::now();
     let plugin = runtime.load("kwok", kwok, config.clone()).await?;
     let compile_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -290,6 +294,7 @@ async fn measure(
 
     Ok(RuntimeFigures {
         compile_ms,
+        optimized: plugin.optimized(),
         load_precompiled_ms,
         trivial_call_us,
         instance_types,

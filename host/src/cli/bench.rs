@@ -173,6 +173,14 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 Some(r) => {
                     outln!("first load (compile)             {:>9.2} ms", r.compile_ms);
                     outln!(
+                        "calls below run on               {}",
+                        if r.optimized {
+                            "Cranelift's code"
+                        } else {
+                            "Winch's quick compile (cold plugin)"
+                        }
+                    );
+                    outln!(
                         "load from precompiled cache      {:>9.2} ms",
                         r.load_precompiled_ms
                     );

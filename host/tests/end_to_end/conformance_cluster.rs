@@ -162,9 +162,10 @@ async fn pods_run_on_nodes_of_the_javascript_provider() {
 }
 
 /// The figures of the JavaScript and Python components next to the Rust
-/// kwok plugin, in one run: size, first load (a large component's quick
-/// compile, serving at once), when Cranelift's code took over, load from the
-/// precompiled cache, and a trivial call's latency on each code.
+/// kwok plugin, in one run: size, first load (the quick compile, serving at
+/// once), when Cranelift's code took over (at once for a large component;
+/// kwok's cheap calls never make it hot), load from the precompiled cache,
+/// and a trivial call's latency on each code.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs `make plugins js-plugins py-plugins`; prints figures"]
 async fn figures_of_the_javascript_component_next_to_rust() {
@@ -198,7 +199,9 @@ async fn figures_of_the_javascript_component_next_to_rust() {
             .expect("load");
         let serving = t.elapsed();
         let quick_call = (!first.optimized()).then_some(p50(&first).await);
-        while !first.optimized() {
+        // Past the size a plugin on its quick compile is optimized at once.
+        let large = wasm.len() >= 4 << 20;
+        while large && !first.optimized() {
             assert!(
                 t.elapsed() < Duration::from_secs(300),
                 "{name}: never optimized"
@@ -219,16 +222,22 @@ async fn figures_of_the_javascript_component_next_to_rust() {
             .await
             .expect("load");
         let cached = t.elapsed();
-        assert!(
+        assert_eq!(
             plugin.optimized(),
-            "{name}: the cache holds Cranelift's code"
+            large,
+            "{name}: the cache holds Cranelift's code once it was optimized"
         );
         assert!(
             cached < serving,
             "{name}: the precompiled load is the faster one"
         );
+        let optimized = if large {
+            format!("optimized after {:.0} ms", optimized.as_secs_f64() * 1e3)
+        } else {
+            "never optimized (its calls stay cold)".to_string()
+        };
         eprintln!(
-            "figures {name}: size {} bytes, first load (compile + metadata) {:.0} ms{}, optimized after {:.0} ms, precompiled load {:.1} ms, repair-policies call p50 {:.1} µs{}",
+            "figures {name}: size {} bytes, first load (compile + metadata) {:.0} ms{}, {optimized}, precompiled load {:.1} ms, repair-policies call p50 {:.1} µs{}",
             wasm.len(),
             serving.as_secs_f64() * 1e3,
             if quick_call.is_some() {
@@ -236,10 +245,10 @@ async fn figures_of_the_javascript_component_next_to_rust() {
             } else {
                 ""
             },
-            optimized.as_secs_f64() * 1e3,
             cached.as_secs_f64() * 1e3,
             p50(&plugin).await,
             quick_call
+                .filter(|_| large)
                 .map(|us| format!(" ({us:.1} µs on the quick compile)"))
                 .unwrap_or_default(),
         );

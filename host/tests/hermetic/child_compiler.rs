@@ -110,15 +110,14 @@ async fn a_compiler_that_cannot_start_is_named_in_the_error() {
     );
 }
 
-/// The path of a cached file, under the engine's subdirectory.
+/// The path of a cached file, under the subdirectory of the engine that
+/// compiled it.
 fn cached_path(dir: &std::path::Path, file: &str) -> PathBuf {
-    let sub = std::fs::read_dir(dir)
+    std::fs::read_dir(dir)
         .expect("cache root")
-        .next()
-        .expect("engine dir")
-        .expect("entry")
-        .path();
-    sub.join(file)
+        .map(|sub| sub.expect("entry").path().join(file))
+        .find(|path| path.exists())
+        .expect("cached")
 }
 
 #[tokio::test]
@@ -216,9 +215,9 @@ async fn a_large_plugin_starts_on_its_quick_compile_and_is_optimized_behind_it()
         .await
         .expect("a call on the optimized code");
     assert_eq!(
-        cached_files(cache.path()).len(),
-        1,
-        "Cranelift's code cached"
+        cached_files(cache.path()),
+        vec![format!("{}.cwasm", plugin.sha256); 2],
+        "Winch's code and Cranelift's, each in its engine's directory"
     );
 
     let again = runtime(cache.path(), karpenter())
@@ -285,5 +284,83 @@ async fn a_large_plugin_winch_refuses_waits_for_cranelift_and_serves() {
     assert_eq!(
         cached_files(cache.path()),
         vec![format!("{}.cwasm", plugin.sha256)]
+    );
+}
+
+/// A small plugin not in the cache serves on Winch's code, cached for the
+/// next start, and is compiled with Cranelift only once its calls have used
+/// the CPU that compile would cost: a plugin that stays cold never pays it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_small_plugin_serves_on_its_quick_compile_until_its_calls_make_it_hot() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let misbehave = common::plugin_wasm("misbehave");
+    let config = |mode: &str| PluginConfig {
+        settings: std::collections::BTreeMap::from([("MODE".to_string(), mode.to_string())]),
+        ..PluginConfig::default()
+    };
+    let cold = runtime(cache.path(), karpenter())
+        .load("cold", &misbehave, config("healthy"))
+        .await
+        .expect("quick compile");
+    assert!(!cold.optimized(), "on Winch's code");
+    for _ in 0..100 {
+        cold.repair_policies()
+            .await
+            .expect("a call on the quick code");
+    }
+    assert!(!cold.optimized(), "cheap calls leave it on Winch's code");
+    assert_eq!(
+        cached_files(cache.path()),
+        vec![format!("{}.cwasm", cold.sha256)],
+        "Winch's code cached, no Cranelift compile"
+    );
+
+    // A call that spins until its CPU budget ends has used more than the
+    // tier-up's CPU.
+    let spinning = PluginConfig {
+        cpu_ms: (karpenter_runtime::TIER_UP_CPU * 2).as_millis() as u64,
+        ..config("loop")
+    };
+    let no_compiler = Compiler::Child(cache.path().join("no-compiler"));
+    let hot = runtime(cache.path(), no_compiler)
+        .load("hot", &misbehave, spinning.clone())
+        .await
+        .expect("Winch's code from the cache: no compiler needed");
+    assert!(!hot.optimized());
+    let pool = karpenter_controller::records::bare_node_pool(
+        "default",
+        karpenter_runtime::wit::NodeClassRef {
+            group: "test.karpenter.sh".into(),
+            kind: "MisbehaveNodeClass".into(),
+            name: "default".into(),
+        },
+    );
+    let node_class = karpenter_runtime::wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: "{}".into(),
+    };
+    let spun = hot.get_instance_types(&pool, &node_class).await;
+    assert!(format!("{:?}", spun.err()).contains("CPU budget"));
+    // Its optimized compile needs a compiler, which this runtime lacks: the
+    // attempt is logged and the plugin keeps serving on Winch's code.
+    hot.repair_policies().await.expect("still serving");
+    assert!(!hot.optimized());
+
+    let compiling = runtime(cache.path(), karpenter())
+        .load("hot", &misbehave, spinning)
+        .await
+        .expect("loaded");
+    let spun = compiling.get_instance_types(&pool, &node_class).await;
+    assert!(spun.is_err());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !compiling.optimized() {
+        assert!(std::time::Instant::now() < deadline, "never optimized");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        cached_files(cache.path()).len(),
+        2,
+        "Cranelift's code cached"
     );
 }
