@@ -174,16 +174,6 @@ pub(crate) async fn launch(
             nc.node_pool().unwrap_or_default(),
         ))
         .inc();
-    ctx.events
-        .normal(
-            nc,
-            "Launched",
-            format!(
-                "Status condition transitioned, Type: Launched, Status: Unknown -> True, Reason: Launched ({} {} {})",
-                instance.instance_type, instance.zone, instance.capacity_type
-            ),
-        )
-        .await;
     tracing::info!(nodeclaim = %nc.name_any(), provider_id = %instance.provider_id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     Ok(Step::Continue)
 }

@@ -26,7 +26,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use std::sync::Arc;
 use std::time::Duration;
-use vocabulary::labels::TERMINATION_FINALIZER;
+use vocabulary::labels::{self, TERMINATION_FINALIZER};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
@@ -147,35 +147,41 @@ async fn reconcile(nc: Arc<NodeClaim>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     })
 }
 
-/// One event for what became true after launch in this reconcile: a Node
-/// that was up before its NodeClaim saw it is Registered, Initialized and
-/// Ready at once, and says so once. (Launched has its own event, written
-/// with what was launched.)
+/// One event per NodeClaim on its way up, when it becomes Ready: its
+/// conditions already keep when each step happened, and an event per step
+/// was up to three more writes per node for the API server to store. A
+/// NodeClaim that stops short gets a warning from the step that gave up.
 async fn publish_transitions(
     ctx: &Ctx,
     nc: &NodeClaim,
     before: &NodeClaimStatus,
     after: &NodeClaimStatus,
 ) {
-    let became: Vec<&str> = [REGISTERED, INITIALIZED, READY]
-        .into_iter()
-        .filter(|t| {
-            !conditions::is_true(&before.conditions, t) && conditions::is_true(&after.conditions, t)
-        })
+    if let Some(note) = ready_note(nc, before, after) {
+        ctx.events.normal(nc, READY, note).await;
+    }
+}
+
+/// The Ready event's note, when this reconcile made the NodeClaim Ready.
+fn ready_note(nc: &NodeClaim, before: &NodeClaimStatus, after: &NodeClaimStatus) -> Option<String> {
+    if conditions::is_true(&before.conditions, READY)
+        || !conditions::is_true(&after.conditions, READY)
+    {
+        return None;
+    }
+    let what: Vec<String> = [labels::INSTANCE_TYPE, labels::ZONE, labels::CAPACITY_TYPE]
+        .iter()
+        .filter_map(|k| nc.labels().get(*k).cloned())
+        .chain(after.node_name.as_ref().map(|n| format!("node {n}")))
         .collect();
-    let Some(last) = became.last() else {
-        return;
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", what.join(", "))
     };
-    let node = after
-        .node_name
-        .as_deref()
-        .map(|n| format!(" (node {n})"))
-        .unwrap_or_default();
-    let note = format!(
-        "Status condition transitioned, Type: {}, Status: Unknown -> True{node}",
-        became.join(", ")
-    );
-    ctx.events.normal(nc, last, note).await;
+    Some(format!(
+        "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready{what}"
+    ))
 }
 
 async fn steps(ctx: &Ctx, nc: &NodeClaim, status: &mut NodeClaimStatus) -> anyhow::Result<Step> {
@@ -324,5 +330,47 @@ mod tests {
         let going: NodeClaim = fixtures::claim("a").finalizers(&[]).deleting().build();
         assert_eq!(finalizer_patch(&going, true), None);
         assert_eq!(finalizer_patch(&going, false), None, "nothing to remove");
+    }
+
+    #[test]
+    fn a_claim_gets_one_event_on_its_way_up_when_it_becomes_ready() {
+        let nc: NodeClaim = fixtures::claim("a")
+            .label(labels::INSTANCE_TYPE, "m-4x-amd64-linux")
+            .label(labels::ZONE, "zone-a")
+            .build();
+        let status = |trues: &[&str]| {
+            let mut s = NodeClaimStatus {
+                node_name: Some("n1".into()),
+                ..Default::default()
+            };
+            for t in [LAUNCHED, REGISTERED, INITIALIZED, READY] {
+                let state = if trues.contains(&t) {
+                    "True"
+                } else {
+                    "Unknown"
+                };
+                conditions::set(&mut s.conditions, t, state, t, "", Some(1));
+            }
+            s
+        };
+        let steps = [
+            status(&[]),
+            status(&[LAUNCHED]),
+            status(&[LAUNCHED, REGISTERED]),
+            status(&[LAUNCHED, REGISTERED, INITIALIZED, READY]),
+            status(&[LAUNCHED, REGISTERED, INITIALIZED, READY]),
+        ];
+        let notes: Vec<String> = steps
+            .windows(2)
+            .filter_map(|w| ready_note(&nc, &w[0], &w[1]))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready (m-4x-amd64-linux, zone-a, node n1)"
+            ]
+        );
+        // A Node up before its claim saw it: launch to Ready in one reconcile.
+        assert!(ready_note(&nc, &steps[0], &steps[3]).is_some());
     }
 }

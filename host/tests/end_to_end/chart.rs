@@ -872,7 +872,7 @@ async fn the_charts_service_account_is_enough_for_inflate() {
         &c,
         &["get", "events", "-A", "-o", "custom-columns=REASON:.reason"],
     );
-    assert!(events.lines().any(|l| l == "Launched"), "{events}");
+    assert!(events.lines().any(|l| l == "Ready"), "{events}");
     // Termination: NodeClaims, Nodes and finalizers, with the same rights.
     clean_up(&client, ns, pool).await;
     assert_never_forbidden(controller);
