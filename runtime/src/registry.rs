@@ -367,10 +367,11 @@ impl Registry {
         .map(|f| stamp(dir, f))
         .collect();
         // A new file on the volume under the same name reloads too.
-        if let (Some(volume), Some(path)) = (
-            &self.sources.volume,
-            source_of(dir, name).and_then(|s| s.volume),
-        ) {
+        // Only with a volume: the stamp is taken every pass, and parsing a
+        // configuration whose settings hold a catalog is not free.
+        if let Some(volume) = &self.sources.volume
+            && let Some(path) = source_of(dir, name).and_then(|s| s.volume)
+        {
             out.push(stamp(volume, &path));
         }
         out
@@ -396,18 +397,15 @@ impl Registry {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("reading {name}.yaml")),
         };
-        let source = match &config_text {
-            Some(text) => PluginConfig::from_yaml(text)
-                .with_context(|| format!("{name}.yaml"))?
-                .source
-                .clone(),
-            None => None,
+        let config = match &config_text {
+            Some(text) => PluginConfig::from_yaml(text).with_context(|| format!("{name}.yaml"))?,
+            None => PluginConfig::default(),
         };
-        let wasm = match (source, dir.metadata(format!("{name}.wasm")).is_ok()) {
+        let wasm = match (&config.source, dir.metadata(format!("{name}.wasm")).is_ok()) {
             (Some(_), true) => {
                 anyhow::bail!("both {name}.wasm and a source in {name}.yaml: keep one")
             }
-            (Some(source), false) => self.sources.read(&source).await?,
+            (Some(source), false) => self.sources.read(source).await?,
             (None, _) => Self::read_wasm(dir, name)?,
         };
         let mut h = Sha256::new();
@@ -422,10 +420,6 @@ impl Registry {
         {
             return Ok(None);
         }
-        let config = match &config_text {
-            Some(text) => PluginConfig::from_yaml(text).with_context(|| format!("{name}.yaml"))?,
-            None => PluginConfig::default(),
-        };
         let plugin = self.runtime.load(name, &wasm, config).await?;
         Ok(Some(Loaded {
             plugin: Arc::new(plugin),
