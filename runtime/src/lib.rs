@@ -14,6 +14,7 @@ pub mod catalog;
 mod code;
 mod compile;
 mod config;
+mod epoch;
 mod http;
 pub mod inspect;
 mod metrics;

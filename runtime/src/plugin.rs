@@ -13,9 +13,10 @@ use super::budget::OverBudget;
 use super::capabilities::Capabilities;
 use super::catalog::{self, InstanceTypes, Table};
 use super::code::{Code, CodeSlot};
+use super::epoch::TICK;
 use super::http::PluginHttp;
 use super::metrics::CallMetrics;
-use super::runtime::{Runtime, TICK};
+use super::runtime::Runtime;
 use super::state::State;
 use super::stderr;
 use super::validate;
@@ -330,6 +331,7 @@ impl Plugin {
         };
         // Never closed, so acquiring only waits.
         let _permit = self.instances.acquire().await;
+        let _ticking = self.runtime.ticker.ticking();
         // Declared before `warm`, so dropped after it: once this call's
         // instance is pooled or freed, calls waiting for memory try again.
         let mut holding = Holding {

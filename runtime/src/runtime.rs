@@ -10,6 +10,7 @@ use super::capabilities::{
 use super::code::{CodeSlot, TierUp};
 use super::compile::{Compiler, Tier, compile};
 use super::config::PluginConfig;
+use super::epoch::{EpochTicker, TICK};
 use super::http::OutboundHttp;
 use super::metrics::PluginMetrics;
 use super::oci::Registries;
@@ -23,9 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
-
-/// One epoch tick: the granularity of CPU deadlines.
-pub const TICK: Duration = Duration::from_millis(5);
 
 /// What the host gives every plugin, configured once at start.
 pub struct RuntimeOptions {
@@ -59,6 +57,8 @@ pub struct Runtime {
     /// Winch's engine and linker: plugins not in the precompiled cache serve
     /// on it until their optimized code is ready.
     quick: Option<(Engine, Linker<State>)>,
+    /// Advances both engines' epochs while calls run.
+    pub(super) ticker: EpochTicker,
     pub(super) http: OutboundHttp,
     pub metrics: Arc<PluginMetrics>,
     precompiled: Option<PrecompiledCache>,
@@ -97,7 +97,7 @@ impl Runtime {
                 None
             }
         };
-        start_epoch_ticker(&engine, quick.as_ref().map(|(e, _)| e));
+        let ticker = EpochTicker::start(&engine, quick.as_ref().map(|(e, _)| e));
 
         let precompiled = match &options.precompiled {
             Some(dir) => Some(PrecompiledCache::open(dir, &engine)?),
@@ -111,6 +111,7 @@ impl Runtime {
             engine,
             linker,
             quick,
+            ticker,
             http: {
                 let (endpoint, ca) = options.cluster.endpoint_and_ca();
                 let cluster = (!endpoint.is_empty()).then_some((endpoint.as_str(), ca.as_str()));
@@ -334,24 +335,4 @@ fn linker(engine: &Engine) -> anyhow::Result<Linker<State>> {
     wit::cluster::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
     wit::signing::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
     Ok(linker)
-}
-
-/// Advances the engines' epochs every tick for as long as the main one lives.
-fn start_epoch_ticker(engine: &Engine, quick: Option<&Engine>) {
-    let weak = engine.weak();
-    let quick = quick.map(Engine::weak);
-    std::thread::Builder::new()
-        .name("wasm-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                if let Some(quick) = quick.as_ref().and_then(|q| q.upgrade()) {
-                    quick.increment_epoch();
-                }
-                std::thread::sleep(TICK);
-            }
-        })
-        .map(|_| ())
-        .unwrap_or_else(|e| tracing::error!(error = %e, "cannot start the epoch ticker: plugin CPU deadlines are off"));
 }
