@@ -30,9 +30,12 @@ pub(super) struct CodeSlot {
     code: RwLock<Arc<Code>>,
     /// Epoch ticks calls have spent on the quick code.
     quick_ticks: AtomicU64,
-    /// What Cranelift compiles from once `quick_ticks` reaches the count;
+    /// The ticks after which to optimize; `u64::MAX` when there is nothing
+    /// (left) to: a call on the quick code compares before it locks.
+    hot_at: AtomicU64,
+    /// What Cranelift compiles from once `quick_ticks` reaches `hot_at`;
     /// taken once.
-    tier_up: Mutex<Option<(TierUp, u64)>>,
+    tier_up: Mutex<Option<TierUp>>,
 }
 
 /// The plugin as loaded, for its optimized compile.
@@ -51,6 +54,7 @@ impl CodeSlot {
         Ok(CodeSlot {
             code: RwLock::new(Arc::new(code(linker, component, optimized)?)),
             quick_ticks: AtomicU64::new(0),
+            hot_at: AtomicU64::new(u64::MAX),
             tier_up: Mutex::new(None),
         })
     }
@@ -62,7 +66,8 @@ impl CodeSlot {
     /// Holds what to optimize from until calls have spent `ticks` on the
     /// quick code.
     pub fn optimize_when_hot(&self, from: TierUp, ticks: u64) {
-        *self.tier_up.lock().unwrap_or_else(|e| e.into_inner()) = Some((from, ticks));
+        *self.tier_up.lock().unwrap_or_else(|e| e.into_inner()) = Some(from);
+        self.hot_at.store(ticks, Ordering::Release);
     }
 
     /// Counts an epoch tick a call spent on the quick code.
@@ -72,13 +77,14 @@ impl CodeSlot {
 
     /// What to optimize from, once, when the quick code has been used enough.
     pub fn take_when_hot(&self) -> Option<TierUp> {
-        let mut tier_up = self.tier_up.lock().unwrap_or_else(|e| e.into_inner());
-        match &*tier_up {
-            Some((_, ticks)) if self.quick_ticks.load(Ordering::Relaxed) >= *ticks => {
-                tier_up.take().map(|(from, _)| from)
-            }
-            _ => None,
+        if self.quick_ticks.load(Ordering::Relaxed) < self.hot_at.load(Ordering::Acquire) {
+            return None;
         }
+        self.hot_at.store(u64::MAX, Ordering::Release);
+        self.tier_up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Puts the optimized component in place for every later instance.
