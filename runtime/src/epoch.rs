@@ -3,7 +3,7 @@
 //! parked while none is, so an idle controller does not wake 200 times a
 //! second with nothing to count.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
@@ -19,6 +19,8 @@ struct Shared {
     calls: AtomicUsize,
     stopped: AtomicBool,
     thread: OnceLock<Thread>,
+    /// Ticks so far, counted before the engines' epochs advance.
+    ticks: AtomicU64,
 }
 
 impl Shared {
@@ -31,6 +33,18 @@ impl Shared {
 
 /// Keeps the epochs advancing for as long as it lives.
 pub(super) struct Ticking(Arc<Shared>);
+
+/// Reads how many ticks there have been.
+#[derive(Clone)]
+pub(super) struct Clock(Arc<Shared>);
+
+impl Clock {
+    /// Never behind the engines' epochs: an epoch callback always sees the
+    /// tick that woke it.
+    pub fn now(&self) -> u64 {
+        self.0.ticks.load(Ordering::SeqCst)
+    }
+}
 
 impl Drop for Ticking {
     fn drop(&mut self) {
@@ -67,6 +81,7 @@ impl EpochTicker {
                         continue;
                     }
                     std::thread::sleep(TICK);
+                    theirs.ticks.fetch_add(1, Ordering::SeqCst);
                     tick();
                 }
             });
@@ -79,6 +94,10 @@ impl EpochTicker {
             }
         }
         EpochTicker(shared)
+    }
+
+    pub fn clock(&self) -> Clock {
+        Clock(self.0.clone())
     }
 
     /// Advances the epochs from now until the guard drops: a call's first
@@ -124,5 +143,12 @@ mod tests {
         assert_eq!(count(20), settled, "no tick once the last call ended");
         let _c = ticker.ticking();
         assert!(count(20) > settled, "a new call wakes it");
+        drop(_c);
+        let counted = count(2);
+        assert_eq!(
+            ticker.clock().now() as usize,
+            counted,
+            "the clock counts every tick"
+        );
     }
 }

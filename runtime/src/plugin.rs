@@ -255,10 +255,20 @@ impl Plugin {
         );
         store.limiter(|s| s.limiter());
         let quick = (!code.optimized).then(|| self.code.clone());
+        let clock = self.runtime.ticker.clock();
+        let mut last = clock.now();
         store.epoch_deadline_callback(move |mut ctx| {
-            if let Some(slot) = &quick {
+            // Only a tick the call ran through is CPU spent on the quick
+            // code: one that resumes after awaiting a host call (its HTTP,
+            // a sleep) finds several passed. The budget below is charged
+            // either way, erring towards stopping a call.
+            let now = clock.now();
+            if let Some(slot) = &quick
+                && now.wrapping_sub(last) == 1
+            {
                 slot.spent_quick_tick();
             }
+            last = now;
             let cpu = &mut ctx.data_mut().cpu;
             cpu.used_ticks += 1;
             if cpu.used_ticks > cpu.budget_ticks {

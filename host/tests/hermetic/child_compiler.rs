@@ -24,6 +24,28 @@ fn karpenter() -> Compiler {
     Compiler::Child(PathBuf::from(env!("CARGO_BIN_EXE_karpenter")))
 }
 
+/// A NodePool and NodeClass of the misbehave plugin's, to ask it for
+/// instance types.
+fn misbehave_class() -> (
+    karpenter_runtime::wit::NodePool,
+    karpenter_runtime::wit::NodeClass,
+) {
+    let pool = karpenter_controller::records::bare_node_pool(
+        "default",
+        karpenter_runtime::wit::NodeClassRef {
+            group: "test.karpenter.sh".into(),
+            kind: "MisbehaveNodeClass".into(),
+            name: "default".into(),
+        },
+    );
+    let node_class = karpenter_runtime::wit::NodeClass {
+        name: "default".into(),
+        generation: 1,
+        json: "{}".into(),
+    };
+    (pool, node_class)
+}
+
 fn cached_files(dir: &std::path::Path) -> Vec<String> {
     let mut names = Vec::new();
     for sub in std::fs::read_dir(dir).expect("cache root") {
@@ -327,19 +349,7 @@ async fn a_small_plugin_serves_on_its_quick_compile_until_its_calls_make_it_hot(
         .await
         .expect("Winch's code from the cache: no compiler needed");
     assert!(!hot.optimized());
-    let pool = karpenter_controller::records::bare_node_pool(
-        "default",
-        karpenter_runtime::wit::NodeClassRef {
-            group: "test.karpenter.sh".into(),
-            kind: "MisbehaveNodeClass".into(),
-            name: "default".into(),
-        },
-    );
-    let node_class = karpenter_runtime::wit::NodeClass {
-        name: "default".into(),
-        generation: 1,
-        json: "{}".into(),
-    };
+    let (pool, node_class) = misbehave_class();
     let spun = hot.get_instance_types(&pool, &node_class).await;
     assert!(format!("{:?}", spun.err()).contains("CPU budget"));
     // Its optimized compile needs a compiler, which this runtime lacks: the
@@ -362,5 +372,43 @@ async fn a_small_plugin_serves_on_its_quick_compile_until_its_calls_make_it_hot(
         cached_files(cache.path()).len(),
         2,
         "Cranelift's code cached"
+    );
+}
+
+/// A call that waits (for its HTTP, or here a sleep) is not charged the
+/// wait as CPU on the quick code: waiting calls never make a plugin hot.
+#[tokio::test]
+async fn calls_that_wait_do_not_make_a_plugin_hot() {
+    use futures::StreamExt;
+    let cache = tempfile::tempdir().expect("tmp");
+    let misbehave = common::plugin_wasm("misbehave");
+    let config = PluginConfig {
+        settings: std::collections::BTreeMap::from([("MODE".to_string(), "sleep".to_string())]),
+        max_instances: 8,
+        ..PluginConfig::default()
+    };
+    let waiting = runtime(cache.path(), karpenter())
+        .load("waiting", &misbehave, config)
+        .await
+        .expect("quick compile");
+    assert!(!waiting.optimized());
+    let (pool, node_class) = misbehave_class();
+    // The tier-up comes after 200 ticks of 5 ms. Each call sleeps 100 ms:
+    // charged a tick per wait, these calls would pass 200 by a fifth.
+    let calls = (karpenter_runtime::TIER_UP_CPU.as_millis() / 5 * 6 / 5) as usize;
+    let failed = futures::stream::iter(0..calls)
+        .map(|_| waiting.get_instance_types(&pool, &node_class))
+        .buffer_unordered(8)
+        .filter(|r| std::future::ready(r.is_err()))
+        .count()
+        .await;
+    assert_eq!(failed, 0, "every sleeping call answered");
+    // Long enough for an optimized compile, had one started.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert!(!waiting.optimized(), "still on Winch's code");
+    assert_eq!(
+        cached_files(cache.path()),
+        vec![format!("{}.cwasm", waiting.sha256)],
+        "no Cranelift compile"
     );
 }
