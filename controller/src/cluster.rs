@@ -9,6 +9,7 @@ use super::initial_list::InitialList;
 use super::metrics::Metrics;
 use super::uid_store::{self, UidStore};
 use crate::crds::nodeclaim::Requirements;
+use crate::crds::nodeclaim::conditions::INITIALIZED;
 use crate::crds::nodepool::NodeSelectorRequirementWithMinValues;
 use crate::crds::{NodeClaim, NodePool};
 use crate::slim::{Node, Pod};
@@ -168,10 +169,30 @@ impl Cluster {
             .map(|c| ObjectRef::from_obj(&*c))
     }
 
+    /// The NodeClaims whose next lifecycle step depends on their Node:
+    /// not yet initialized, or terminating.
+    pub fn claims_waiting_on_nodes(&self) -> Vec<ObjectRef<NodeClaim>> {
+        self.node_claims
+            .state()
+            .iter()
+            .filter(|c| waits_on_node(c))
+            .map(|c| ObjectRef::from_obj(&**c))
+            .collect()
+    }
+
     /// The Node with this providerID.
     pub fn node_by_provider_id(&self, id: &str) -> Option<std::sync::Arc<Node>> {
         self.nodes.find(|n| n.provider_id() == Some(id))
     }
+}
+
+/// Whether a NodeClaim's next lifecycle step depends on its Node.
+fn waits_on_node(c: &NodeClaim) -> bool {
+    let initialized = c
+        .status
+        .as_ref()
+        .is_some_and(|s| crate::conditions::is_true(&s.conditions, INITIALIZED));
+    c.metadata.deletion_timestamp.is_some() || !initialized
 }
 
 pub(crate) fn spawn<K, T, F>(api: Api<K>, lists: InitialList, trim: T, mut on_event: F) -> Store<K>
@@ -281,4 +302,33 @@ pub fn trim_node_claim(c: &mut NodeClaim) {
         }
     }
     c.spec.requirements = requirements.into();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    fn initialized(object: fixtures::Object) -> NodeClaim {
+        let mut c: NodeClaim = object.build();
+        let status = c.status.get_or_insert_with(Default::default);
+        crate::conditions::set(
+            &mut status.conditions,
+            INITIALIZED,
+            "True",
+            "Initialized",
+            "",
+            None,
+        );
+        c
+    }
+
+    #[test]
+    fn claims_on_their_way_up_or_down_wait_on_their_node() {
+        assert!(waits_on_node(&fixtures::claim("launched").build()));
+        assert!(!waits_on_node(&initialized(fixtures::claim("up"))));
+        assert!(waits_on_node(&initialized(
+            fixtures::claim("going").deleting()
+        )));
+    }
 }

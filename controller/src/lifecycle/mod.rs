@@ -44,10 +44,17 @@ pub(crate) enum Step {
 
 pub async fn run(ctx: Arc<Ctx>) {
     let cluster = ctx.cluster.clone();
-    // A missed Node change is only a hint lost: a claim waiting for its Node
-    // requeues itself on a timer.
-    let node_triggers = signals(ctx.cluster.node_events.subscribe())
-        .filter_map(move |n| std::future::ready(n.and_then(|n| cluster.node_claim_of(&n))));
+    // Where Node changes were missed (a burst of them outran this loop),
+    // every claim whose next step waits on its Node looks again: its timer
+    // would come late, and meanwhile the Node keeps the unregistered taint
+    // that turns its pods away.
+    let node_triggers = signals(ctx.cluster.node_events.subscribe()).flat_map(move |n| {
+        let claims = match n {
+            Some(n) => cluster.node_claim_of(&n).into_iter().collect(),
+            None => cluster.claims_waiting_on_nodes(),
+        };
+        futures::stream::iter(claims)
+    });
     // The NodeClaims come from the cluster's store rather than a watcher of
     // their own: one copy of each in memory. Every stored claim is looked at
     // when this replica starts leading and whenever changes were missed.
