@@ -269,9 +269,34 @@ pub(crate) async fn pools(ctx: &Ctx) -> Vec<Pool> {
             .then_with(|| a.name_any().cmp(&b.name_any()))
     });
     node_pools.retain(|np| np.metadata.deletion_timestamp.is_none());
-    // Each NodePool asks its plugin at once, so one slow plugin delays the
-    // others by nothing; the cache bounds how long it may take.
-    let answers = futures::future::join_all(node_pools.iter().map(|np| pool(ctx, np))).await;
+    // The NodePools of one NodeClass kind ask its plugin one after another:
+    // a plugin builds its catalog once per instance, so calls at once would
+    // each start an instance and build it again. Different plugins are asked
+    // at once, so one slow plugin delays the others by nothing; the cache
+    // bounds how long each call may take.
+    let mut by_kind: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, np) in node_pools.iter().enumerate() {
+        let r = &np.spec.template.spec.node_class_ref;
+        by_kind
+            .entry((r.group.as_str(), r.kind.as_str()))
+            .or_default()
+            .push(i);
+    }
+    let node_pools_ref = &node_pools;
+    let asked = by_kind.into_values().map(|indices| async move {
+        let mut answers = Vec::with_capacity(indices.len());
+        for i in indices {
+            answers.push((i, pool(ctx, &node_pools_ref[i]).await));
+        }
+        answers
+    });
+    let mut answers: Vec<_> = futures::future::join_all(asked)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    answers.sort_by_key(|(i, _)| *i);
+    let answers: Vec<_> = answers.into_iter().map(|(_, a)| a).collect();
     for (np, answer) in node_pools.into_iter().zip(answers) {
         match answer {
             Ok(Some(engine)) => out.push(Pool { object: np, engine }),
