@@ -83,7 +83,14 @@ impl InstanceTypeCache {
         };
         let mut entries = self.lock();
         let types = match fetched {
-            Ok(types) => types,
+            // NodePools of one NodeClass are mostly given the same catalog:
+            // they share one copy of it.
+            Ok(types) => entries
+                .values()
+                .map(|(_, kept)| kept)
+                .find(|kept| kept[..] == types[..])
+                .cloned()
+                .unwrap_or(types),
             Err(e) => {
                 let Some((at, last)) = entries
                     .get(&key)
