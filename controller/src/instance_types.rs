@@ -118,6 +118,11 @@ impl InstanceTypeCache {
         }
     }
 
+    /// How long one plugin call may take to list instance types.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// The catalogs the NodePools were last given, stand-ins included.
     pub fn catalogs(&self) -> Vec<Arc<[engine::InstanceType]>> {
         self.lock()

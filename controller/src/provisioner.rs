@@ -272,8 +272,9 @@ pub(crate) async fn pools(ctx: &Ctx) -> Vec<Pool> {
     // The NodePools of one NodeClass kind ask its plugin one after another:
     // a plugin builds its catalog once per instance, so calls at once would
     // each start an instance and build it again. Different plugins are asked
-    // at once, so one slow plugin delays the others by nothing; the cache
-    // bounds how long each call may take.
+    // at once, so one slow plugin delays the others by nothing. Once the
+    // turns have taken the cache's deadline for one call, the NodePools left
+    // ask at once: a plugin that hangs delays the batch by at most twice that.
     let mut by_kind: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
     for (i, np) in node_pools.iter().enumerate() {
         let r = &np.spec.template.spec.node_class_ref;
@@ -283,11 +284,17 @@ pub(crate) async fn pools(ctx: &Ctx) -> Vec<Pool> {
             .push(i);
     }
     let node_pools_ref = &node_pools;
+    let ask = |i: usize| async move { (i, pool(ctx, &node_pools_ref[i]).await) };
     let asked = by_kind.into_values().map(|indices| async move {
         let mut answers = Vec::with_capacity(indices.len());
-        for i in indices {
-            answers.push((i, pool(ctx, &node_pools_ref[i]).await));
-        }
+        let in_turn = async {
+            for &i in &indices {
+                answers.push(ask(i).await);
+            }
+        };
+        let _ = tokio::time::timeout(ctx.instance_types.deadline(), in_turn).await;
+        let left = indices[answers.len()..].iter().map(|&i| ask(i));
+        answers.extend(futures::future::join_all(left).await);
         answers
     });
     let mut answers: Vec<_> = futures::future::join_all(asked)
