@@ -315,8 +315,8 @@ const OPTIMIZE_AT_ONCE_BYTES: usize = 4 << 20;
 /// CPU a smaller plugin's calls spend on Winch's code before Cranelift
 /// compiles it: about what that compile costs for a plugin of a few hundred
 /// KiB, so the compile is paid for only by a plugin that would earn it back.
-/// Counted in epoch ticks, which a call resuming after a wait (its HTTP) is
-/// charged too: waits count as CPU here, and tier some plugins up early.
+/// Counted in the epoch ticks a call runs through; its waits (its HTTP) do
+/// not count.
 pub const TIER_UP_CPU: Duration = Duration::from_secs(1);
 
 fn tier_up_ticks() -> u64 {
