@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vocabulary::labels;
@@ -243,6 +243,13 @@ async fn snapshot(ctx: &Ctx) -> anyhow::Result<(engine::Snapshot, Vec<Pool>)> {
         tracing::warn!(error = %why, "object left out of scheduling");
     }
     let mut pending = converted.pods;
+    let registered: BTreeMap<&str, &str> = node_claims
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, c.node_name()?)))
+        .collect();
+    ctx.nominations.apply(&mut pending, |claim| {
+        registered.get(claim).map(|n| n.to_string())
+    });
     pending.extend(buffered.iter().cloned());
     Ok((
         engine::Snapshot {
@@ -442,6 +449,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
         .collect();
     let mut decisions = Vec::new();
     let mut nominations = Vec::new();
+    let mut planned = HashMap::with_capacity(plan.placements.len());
     let now = Instant::now();
     for p in &plan.placements {
         // A CapacityBuffer's virtual pods nominate nothing: the room they
@@ -450,13 +458,17 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
             continue;
         };
         match &p.target {
-            engine::Target::ExistingNode(n) => ctx.nominations.nominate(n, now),
+            engine::Target::ExistingNode(n) => {
+                ctx.nominations.nominate(n, now);
+                planned.insert(p.pod.uid.clone(), n.clone());
+            }
             // Disruption leaves a NodeClaim alone while uninitialized, and
             // after that the pending pods headed for it are placed in every
             // simulation.
             engine::Target::NewNodeClaim(i) => {
                 if let Some(name) = created.get(*i).cloned().flatten() {
                     ctx.claim_pods.add(&name, pod.as_ref(), now);
+                    planned.insert(p.pod.uid.clone(), name);
                 }
             }
         }
@@ -464,6 +476,7 @@ fn publish_decisions(ctx: &Ctx, plan: &engine::Plan, created: &[Option<String>])
             nominations.push((pod.clone(), note));
         }
     }
+    ctx.nominations.plan_pods(planned);
     for u in &plan.unschedulable {
         if let Some(pod) = pods.get(&u.pod.uid) {
             decisions.push((

@@ -90,6 +90,7 @@ pub fn virtual_pods(buffer: Buffer, count: i32, template: Arc<PodTemplate>) -> V
             creation: buffer.creation,
             template: template.clone(),
             buffer: Some(key.clone()),
+            nominated_node: None,
         })
         .collect()
 }

@@ -257,6 +257,12 @@ pub struct Pod {
     /// holds room for a pod that does not exist yet (see [`crate::buffer`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buffer: Option<String>,
+    /// The node an earlier plan put this pod on (a Node's name, or an
+    /// in-flight NodeClaim's), tried before any other. Pods re-planned while
+    /// they wait for the nodes made for them keep to those nodes: placed
+    /// first-fit instead, they can fragment the nodes and launch more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nominated_node: Option<String>,
 }
 
 impl Deref for Pod {

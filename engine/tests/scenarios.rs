@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use engine::*;
+use std::collections::BTreeMap;
 use vocabulary::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 
 const SKU_CPU: &str = "karpenter.azure.com/sku-cpu";
@@ -797,4 +798,66 @@ fn a_pod_held_back_by_unavailable_offerings_is_told_so_not_that_nothing_is_large
         "{why}"
     );
     assert!(!why.contains("enough cpu"), "{why}");
+}
+
+/// Families of 2, 4 and 8 GiB per core, from 1 to 256 cores.
+fn families() -> Vec<InstanceType> {
+    let mut out = Vec::new();
+    for (family, gib_per_core) in [("c", 2), ("s", 4), ("m", 8)] {
+        for cores in [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256] {
+            let gib = cores * gib_per_core;
+            let price = cores as f64 * 0.025 + gib as f64 * 0.003;
+            out.push(it(&format!("{family}-{cores}x"), cores, gib, price));
+        }
+    }
+    out
+}
+
+#[test]
+fn pods_planned_again_keep_to_the_nodes_made_for_them() {
+    let mut all = pods("large", 125, 3500, 28 * GI);
+    all.extend(pods("small", 125, 900, 3100 << 20));
+    all.extend(pods("tiny", 25, 900, 450 << 20));
+    let first = schedule(&snapshot(vec![pool("default", families())], all.clone()));
+    assert!(first.unschedulable.is_empty(), "{first:#?}");
+    assert!(first.new_node_claims.len() > 1, "{first:#?}");
+
+    // The next batch sees the NodeClaims in flight, the smallest first by
+    // name: placed first-fit, the largest pods fill its memory and leave
+    // its cores idle, and what the other nodes cannot take needs a new one.
+    let count = first.new_node_claims.len();
+    let mut nodes = Vec::new();
+    let mut nominated = BTreeMap::new();
+    for (i, claim) in first.new_node_claims.iter().enumerate() {
+        let name = format!("claim-{}", count - i);
+        let ty = &claim.cheapest.as_ref().unwrap().instance_type;
+        let t = families().into_iter().find(|t| &t.name == ty).unwrap();
+        nodes.push(Node {
+            name: name.clone(),
+            allocatable: t.allocatable(),
+            capacity: Some(t.capacity.clone()),
+            node_pool: Some("default".into()),
+            in_flight: true,
+            ..Node::default()
+        });
+        for &p in &claim.pods {
+            nominated.insert(first.placements[p as usize].pod.name.clone(), name.clone());
+        }
+    }
+    for p in &mut all {
+        p.nominated_node = nominated.get(&p.name).cloned();
+    }
+    let mut again = snapshot(vec![pool("default", families())], all);
+    again.nodes = nodes;
+    let plan = schedule(&again);
+    assert!(plan.new_node_claims.is_empty(), "{plan:#?}");
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    for p in &plan.placements {
+        assert_eq!(
+            p.target,
+            Target::ExistingNode(nominated[&p.pod.name].clone()),
+            "{}",
+            p.pod.name
+        );
+    }
 }

@@ -240,6 +240,7 @@ impl Pods {
             name,
             creation,
             buffer: None,
+            nominated_node: None,
         })
     }
 
@@ -255,6 +256,7 @@ impl Pods {
             name: p.metadata.name.clone().unwrap_or_default(),
             creation,
             buffer: None,
+            nominated_node: None,
         })
     }
 

@@ -36,6 +36,7 @@ fn pod(i: usize, rng: &mut SplitMix64) -> NodePod {
         uid: format!("uid-{i:08}"),
         creation: i as i64,
         buffer: None,
+        nominated_node: None,
         template: Arc::new(PodTemplate {
             labels: StringMap::from([("app".to_string(), app.clone())]),
             requests: StringMap::from([

@@ -165,6 +165,7 @@ pub fn scheduling_snapshot(pods: usize, instance_types: usize) -> Snapshot {
             uid: format!("uid-{i:08}"),
             creation: i as i64,
             buffer: None,
+            nominated_node: None,
             template: Arc::new(PodTemplate {
                 requests: StringMap::from([
                     ("cpu".to_string(), cpu),

@@ -153,6 +153,8 @@ pub(crate) struct PodC<'s> {
     pub(crate) pod: &'s Pod,
     /// Index into [`Parts::pods`].
     pub(crate) source: u32,
+    /// Index into [`Prepared::nodes`] of the pod's nominated node.
+    pub(crate) nominated: Option<u32>,
 }
 
 impl PodC<'_> {
@@ -713,6 +715,16 @@ impl<'s> Prepared<'s> {
 
         let mut shapes = Vec::new();
         let mut shape_ids: FxHashMap<ShapeKey, u32> = FxHashMap::default();
+        let node_index: FxHashMap<&str, u32> = if keyed.iter().any(|k| k.2.nominated_node.is_some())
+        {
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), i as u32))
+                .collect()
+        } else {
+            FxHashMap::default()
+        };
         let mut pods = Vec::with_capacity(keyed.len());
         for &(_, source, p) in &keyed {
             let key = ShapeKey::of(p);
@@ -729,6 +741,10 @@ impl<'s> Prepared<'s> {
                 shape,
                 pod: p,
                 source,
+                nominated: p
+                    .nominated_node
+                    .as_deref()
+                    .and_then(|n| node_index.get(n).copied()),
             });
         }
 

@@ -100,7 +100,8 @@ impl<'p> Run<'p> {
             queue.pop_front();
             let shape = p.pods[pods[iu] as usize].shape;
             let cls = st.class_for(shape, relax[iu]);
-            if let Some(s) = st.place(i, cls, settled_only(pods[iu])) {
+            let pc = &p.pods[pods[iu] as usize];
+            if let Some(s) = st.place(i, cls, settled_only(pods[iu]), pc.nominated) {
                 spots[iu] = Some(s);
                 continue;
             }

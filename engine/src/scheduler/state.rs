@@ -257,10 +257,24 @@ impl<'p> State<'p> {
         id
     }
 
-    /// Places pod `pod` of class `cls`: existing nodes (only initialized ones
-    /// when `settled_only`), then new NodeClaims fewest pods first, then a new
-    /// NodeClaim from the first pool that fits.
-    pub(crate) fn place(&mut self, pod: u32, cls: u32, settled_only: bool) -> Option<Spot> {
+    /// Places pod `pod` of class `cls`: its `nominated` node, then existing
+    /// nodes (only initialized ones when `settled_only`), then new NodeClaims
+    /// fewest pods first, then a new NodeClaim from the first pool that fits.
+    pub(crate) fn place(
+        &mut self,
+        pod: u32,
+        cls: u32,
+        settled_only: bool,
+        nominated: Option<u32>,
+    ) -> Option<Spot> {
+        if let Some(n) = nominated.map(|n| n as usize)
+            && self.usable.binary_search(&n).is_ok()
+            && (!settled_only || self.p.nodes[n].settled())
+            && self.fits_node(n, cls)
+        {
+            self.commit_node(n, cls);
+            return Some(Spot::Node(n));
+        }
         for i in 0..self.usable.len() {
             let n = self.usable[i];
             if settled_only && !self.p.nodes[n].settled() {
