@@ -8,10 +8,11 @@ use crate::workload::{App, NAMESPACE, POD_LABEL, Pool};
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -189,6 +190,25 @@ pub async fn run(s: Scenario, ctx: &mut Ctx<'_>) -> Result<Timings> {
                 t.notes
                     .push(format!("{moved} nodes of do-not-disrupt pods went away"));
             }
+            // Which nodes no consolidation may touch: where kube-scheduler
+            // put the do-not-disrupt pods decides part of the end price.
+            let mut held: BTreeMap<String, u32> = BTreeMap::new();
+            for n in karpenter_nodes(&ctx.cluster.client).await? {
+                if n.metadata
+                    .name
+                    .as_ref()
+                    .is_some_and(|name| kept.contains(name))
+                {
+                    let ty = n.labels().get("node.kubernetes.io/instance-type");
+                    let ty = ty.cloned().unwrap_or_default();
+                    *held.entry(ty).or_default() += 1;
+                }
+            }
+            let held: Vec<String> = held.iter().map(|(t, n)| format!("{n}× {t}")).collect();
+            t.notes.push(format!(
+                "nodes holding do-not-disrupt pods at the end: {}",
+                held.join(", ")
+            ));
         }
     }
     Ok(t)
