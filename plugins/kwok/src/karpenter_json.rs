@@ -63,6 +63,18 @@ struct Named<'a> {
     name: std::borrow::Cow<'a, str>,
 }
 
+/// A type's name when it is the object's first key and a string without
+/// escapes, as in Karpenter's file: read without scanning the rest of the
+/// type, which a new plugin instance would otherwise do for every type once
+/// more. Anything else is left to the full parse.
+fn leading_name(item: &str) -> Option<&str> {
+    let rest = item.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix("\"name\"")?.trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let end = rest.find(['"', '\\'])?;
+    (rest.as_bytes()[end] == b'"').then(|| &rest[..end])
+}
+
 fn not_the_format(e: serde_json::Error) -> String {
     format!("INSTANCE_TYPES is not Karpenter's kwok catalog JSON: {e}")
 }
@@ -73,8 +85,15 @@ impl<'a> Index<'a> {
         let types = items
             .into_iter()
             .map(|item| {
-                let named: Named = serde_json::from_str(item.get()).map_err(not_the_format)?;
-                Ok((named.name, item))
+                let name = match leading_name(item.get()) {
+                    Some(name) => std::borrow::Cow::Borrowed(name),
+                    None => {
+                        let named: Named =
+                            serde_json::from_str(item.get()).map_err(not_the_format)?;
+                        named.name
+                    }
+                };
+                Ok((name, item))
             })
             .collect::<Result<_, String>>()?;
         Ok(Index { types })
@@ -284,6 +303,20 @@ mod tests {
         );
         assert_eq!(index.named("absent").count(), 0);
         assert!(parse(&two).is_err(), "the whole catalog reads every type");
+    }
+
+    #[test]
+    fn a_name_is_read_wherever_the_file_puts_it() {
+        let first = r#"{"name": "c-2x", "resources": {"cpu": "2"}}"#;
+        assert_eq!(leading_name(first), Some("c-2x"));
+        let later = r#"{"resources": {"cpu": "2"}, "name": "c-2x"}"#;
+        let escaped = r#"{"name": "c-2x\u002dbig"}"#;
+        assert_eq!(leading_name(later), None);
+        assert_eq!(leading_name(escaped), None);
+        let file = format!("[{later}, {escaped}]");
+        let index = Index::of(&file).expect("names read");
+        assert_eq!(index.named("c-2x").count(), 1);
+        assert_eq!(index.named("c-2x-big").count(), 1);
     }
 
     #[test]
