@@ -98,14 +98,13 @@ impl<'p> Run<'p> {
                 break;
             }
             queue.pop_front();
-            let shape = p.pods[pods[iu] as usize].shape;
-            let cls = st.class_for(shape, relax[iu]);
-            let pc = &p.pods[pods[iu] as usize];
-            if let Some(s) = st.place(i, cls, settled_only(pods[iu]), pc.nominated) {
+            let pod = &p.pods[pods[iu] as usize];
+            let cls = st.class_for(pod.shape, relax[iu]);
+            if let Some(s) = st.place(i, cls, settled_only(pods[iu]), pod.nominated) {
                 spots[iu] = Some(s);
                 continue;
             }
-            match relax[iu].next(&p.shapes[shape as usize]) {
+            match relax[iu].next(&p.shapes[pod.shape as usize]) {
                 Some(r) => {
                     relax[iu] = r;
                     generation += 1;
