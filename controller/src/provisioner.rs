@@ -426,6 +426,8 @@ pub fn node_claim(np: &NodePool, plan: &engine::Plan, claim: &engine::NewNodeCla
     }
 }
 
+/// What the batch decided, passed on: where each pod was planned (for
+/// disruption's hold, launch failures and the next batch's plan), and
 /// Nominated and FailedScheduling events on pods, off the batch's path. As
 /// in Karpenter, a pod is nominated only to a node or NodeClaim that was
 /// there before the batch: a NodeClaim the batch created for it says so
