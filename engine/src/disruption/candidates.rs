@@ -26,8 +26,8 @@ pub(crate) struct Candidate {
     pub(crate) price: Result<f64, String>,
     /// Sum of its pods' eviction costs, scaled by the lifetime it has left.
     pub(crate) disruption_cost: f64,
-    /// For the Balanced policy: 1 + the positive eviction costs of the pods
-    /// that would move.
+    /// 1 + the positive eviction costs of the pods that would move: the
+    /// consolidation order's and the Balanced policy's measure.
     pub(crate) move_cost: f64,
     pub(crate) reschedulable: usize,
     /// Why it drifted, if it did.
@@ -40,11 +40,13 @@ pub(crate) struct Candidate {
 }
 
 impl Candidate {
-    /// The order consolidation and emptiness try candidates in: cheapest to
-    /// disrupt per dollar saved first; unknown prices last.
+    /// The order consolidation and emptiness try candidates in, Karpenter's:
+    /// the most dollars saved per pod moved first, a node counting as one
+    /// pod more than it holds, so a nearly empty small node does not come
+    /// before a large one; unknown prices last.
     pub(crate) fn order_key(&self) -> f64 {
         match self.price {
-            Ok(p) if p > 0.0 => self.disruption_cost / p,
+            Ok(p) if p > 0.0 => self.move_cost / p,
             _ => f64::INFINITY,
         }
     }
