@@ -9,77 +9,31 @@ use common::disruption::*;
 use common::*;
 use engine::disruption::*;
 use engine::*;
-use vocabulary::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
+use vocabulary::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
 
 const MI: i64 = 1 << 20;
-
-/// One size of a family shaped as Karpenter's KWOK catalog: 2, 4 or 8 GiB a
-/// core, $0.025 a core plus $1e-12 a byte, kube-reserved 100m and 10Mi.
-fn kwok(family: &str, cpu: i64) -> InstanceType {
-    let per_core = match family {
-        "c" => 2,
-        "s" => 4,
-        _ => 8,
-    };
-    let mem = cpu * per_core * GI;
-    let price = 0.025 * cpu as f64 + mem as f64 * 1e-12;
-    let mut t = it(&format!("{family}-{cpu}x"), cpu, cpu * per_core, price);
-    t.overhead.kube_reserved = res(&[("cpu", 100), ("memory", 10 * MI)]);
-    t.capacity = res(&[
-        ("cpu", cpu * 1000),
-        ("memory", mem),
-        ("pods", (cpu * 16).min(1024)),
-    ]);
-    t
-}
-
-fn catalog() -> Vec<InstanceType> {
-    let sizes = [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256];
-    ["c", "s", "m"]
-        .iter()
-        .flat_map(|f| sizes.iter().map(move |&s| kwok(f, s)))
-        .collect()
-}
 
 /// A node of type `ty` holding `large` pods of 3500m/28Gi and `small` of
 /// 900m/3100Mi, the two sizes of the side-by-side harness's scale-out.
 fn node(name: &str, ty: &str, large: usize, small: usize) -> ClusterNode {
-    let t = catalog().into_iter().find(|t| t.name == ty).unwrap();
+    let t = kwok_families().into_iter().find(|t| t.name == ty).unwrap();
     let pods = (0..large)
-        .map(|i| (format!("{name}-large-{i}"), 3500, 28 * GI))
-        .chain((0..small).map(|i| (format!("{name}-small-{i}"), 900, 3100 * MI)))
-        .map(|(pod_name, cpu, mem)| NodePod {
-            pod: pod(&pod_name, cpu, mem),
-            start_time: Some(NOW - DAY),
-            ..NodePod::default()
-        })
+        .map(|i| running(&format!("{name}-large-{i}"), 3500, 28 * GI))
+        .chain((0..small).map(|i| running(&format!("{name}-small-{i}"), 900, 3100 * MI)))
         .collect();
-    ClusterNode {
-        name: name.into(),
-        node_pool: Some("default".into()),
-        labels: labels(&[
-            (INSTANCE_TYPE, ty),
-            (ZONE, "zone-1"),
-            (CAPACITY_TYPE, "on-demand"),
-            (HOSTNAME, name),
-            (NODE_POOL, "default"),
-            (ARCH, "amd64"),
-            (OS, "linux"),
-        ]),
-        allocatable: res(&[
-            ("cpu", t.capacity["cpu"] - 100),
-            ("memory", t.capacity["memory"] - 10 * MI),
-            ("pods", t.capacity["pods"]),
-        ]),
-        initialized: true,
-        created: NOW - DAY,
-        pods,
-        ..ClusterNode::default()
+    with_pods(managed_as(name, "default", &t, "zone-1", "on-demand"), pods)
+}
+
+fn running(name: &str, cpu_milli: i64, mem: i64) -> NodePod {
+    NodePod {
+        pod: pod(name, cpu_milli, mem),
+        start_time: Some(NOW - DAY),
+        ..NodePod::default()
     }
 }
 
 fn cluster(nodes: Vec<ClusterNode>) -> DisruptionSnapshot {
-    let mut pool = dpool("default", catalog());
+    let mut pool = dpool("default", kwok_families());
     pool.pool.requirements = vec![req(CAPACITY_TYPE, Operator::In, &["on-demand"])];
     dsnapshot(vec![pool], nodes)
 }

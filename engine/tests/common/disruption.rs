@@ -5,7 +5,7 @@ use engine::disruption::*;
 use engine::*;
 use vocabulary::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, OS, ZONE};
 
-use super::{GI, d_series, labels, pod, pool, res};
+use super::{GI, d_series, labels, pod, pool};
 
 /// 2024-05-15 12:00 UTC, a Wednesday; nodes are created a day earlier.
 pub const NOW: i64 = 1_715_774_400;
@@ -36,13 +36,17 @@ pub fn managed(name: &str, pool: &str, ty: &str, zone: &str, ct: &str) -> Cluste
         .into_iter()
         .find(|t| t.name == ty)
         .unwrap_or_else(|| super::it(ty, 4, 16, 0.2));
-    let cpu = t.capacity.get("cpu").copied().unwrap_or(0);
-    let mem = t.capacity.get("memory").copied().unwrap_or(0);
+    managed_as(name, pool, &t, zone, ct)
+}
+
+/// An initialized node of pool `pool` and instance type `t`, its
+/// allocatable what `t` leaves after its overhead.
+pub fn managed_as(name: &str, pool: &str, t: &InstanceType, zone: &str, ct: &str) -> ClusterNode {
     ClusterNode {
         name: name.into(),
         node_pool: Some(pool.into()),
         labels: labels(&[
-            (INSTANCE_TYPE, ty),
+            (INSTANCE_TYPE, &t.name),
             (ZONE, zone),
             (CAPACITY_TYPE, ct),
             (HOSTNAME, name),
@@ -50,7 +54,7 @@ pub fn managed(name: &str, pool: &str, ty: &str, zone: &str, ct: &str) -> Cluste
             (ARCH, "amd64"),
             (OS, "linux"),
         ]),
-        allocatable: res(&[("cpu", cpu - 100), ("memory", mem - GI / 4), ("pods", 110)]),
+        allocatable: t.allocatable(),
         initialized: true,
         created: NOW - DAY,
         ..ClusterNode::default()

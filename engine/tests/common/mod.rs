@@ -78,6 +78,30 @@ pub fn with_capacity(mut t: InstanceType, name: &str, amount: i64) -> InstanceTy
 }
 
 /// Standard_D{2,4,8,16,32}s_v5-like catalogue, price proportional to size.
+/// The c, s and m families (2, 4 and 8 GiB a core, 1 to 256 cores) shaped
+/// as Karpenter's KWOK catalog: $0.025 a core plus $1e-12 a byte,
+/// kube-reserved 100m and 10Mi, 16 pods a core up to 1,024.
+pub fn kwok_families() -> Vec<InstanceType> {
+    let mut out = Vec::new();
+    for (family, gib_per_core) in [("c", 2), ("s", 4), ("m", 8)] {
+        for cores in [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256] {
+            let mem = cores * gib_per_core * GI;
+            let price = 0.025 * cores as f64 + mem as f64 * 1e-12;
+            let mut t = it(
+                &format!("{family}-{cores}x"),
+                cores,
+                cores * gib_per_core,
+                price,
+            );
+            t.overhead.kube_reserved = res(&[("cpu", 100), ("memory", 10 << 20)]);
+            t.capacity
+                .insert("pods".to_string(), (cores * 16).min(1024));
+            out.push(t);
+        }
+    }
+    out
+}
+
 pub fn d_series() -> Vec<InstanceType> {
     [2, 4, 8, 16, 32]
         .iter()
