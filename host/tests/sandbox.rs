@@ -358,6 +358,63 @@ async fn a_burst_of_calls_leaves_one_instance_once_idle() {
     );
 }
 
+#[tokio::test]
+async fn a_burst_of_short_calls_is_served_by_a_few_instances_reused() {
+    let runtime = common::runtime();
+    let plugin = Arc::new(misbehaving(&runtime, "sleep", |_| {}).await);
+    let held = {
+        let runtime = runtime.clone();
+        let name = plugin.name.clone();
+        move || runtime.memory_usage(&name).expect("budget").total()
+    };
+    // The instance the load's metadata call left warm.
+    let one = held();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = tokio::spawn({
+        let done = done.clone();
+        let held = held.clone();
+        async move {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(held());
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            peak
+        }
+    });
+    let start = Instant::now();
+    burst(&plugin, 48).await;
+    let took = start.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.await.expect("sampler");
+    println!("48 calls of 100 ms: {took:?}; peak {peak} bytes, one instance {one}");
+    // One instance each would have held 48 at once.
+    assert!(
+        peak <= 12 * one,
+        "{} instances' memory at once",
+        peak as f64 / one as f64
+    );
+    // Eight at a time, reused: six rounds of 100 ms.
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+}
+
+#[tokio::test]
+async fn calls_that_run_long_keep_the_next_waiting_only_briefly() {
+    let runtime = common::runtime();
+    let plugin = Arc::new(
+        misbehaving(&runtime, "sleep", |c| {
+            c.settings.insert("SLEEP_MS".into(), "1500".into());
+        })
+        .await,
+    );
+    let start = Instant::now();
+    burst(&plugin, 16).await;
+    let took = start.elapsed();
+    // Eight start at once and the other eight a moment later, each on an
+    // instance of its own: not one after another in two rounds of 1.5 s.
+    assert!(took < Duration::from_millis(2600), "{took:?}");
+}
+
 /// `calls` concurrent get-instance-types calls, each of which must succeed.
 async fn burst(plugin: &Arc<Plugin>, calls: usize) {
     let calls: Vec<_> = (0..calls)

@@ -1,9 +1,9 @@
 //! One loaded plugin: its compiled component, a pool of warm instances and
 //! the typed calls of the contract.
 //!
-//! Every call runs on an instance of its own (concurrent calls never wait for
-//! each other), under the plugin's memory cap, CPU budget and wall-clock
-//! limit. An instance that traps, times out or returns garbage is dropped; the
+//! Every call runs on an instance of its own (in a burst, one another call
+//! has finished with, so a burst of short calls does not make an instance
+//! each), under the plugin's memory cap, CPU budget and wall-clock limit. An instance that traps, times out or returns garbage is dropped; the
 //! next call gets a fresh one.
 
 use super::bindings::catalog::Guest as CatalogGuest;
@@ -29,6 +29,14 @@ use wasmtime::{Store, UpdateDeadline};
 
 /// Warm instances kept per plugin; beyond this, finished ones are dropped.
 const MAX_WARM: usize = 8;
+/// Calls holding instances beyond which a call that finds none warm waits
+/// for one to come back before making its own, for as long as calls keep
+/// ending within [`BURST_WAIT`] of each other. A burst of short calls (a
+/// scale-out's launches) is then served by a few instances reused rather
+/// than by one new linear memory each; calls that hold theirs for minutes
+/// (a VM create polling) keep the next one waiting no longer than that.
+const BURST_INSTANCES: usize = MAX_WARM;
+const BURST_WAIT: Duration = Duration::from_millis(250);
 /// An instance whose linear memory grew by more than this since it was
 /// made (a large list, say) is dropped after its call rather than kept
 /// warm: memories never shrink, so an instance that listed a large cluster
@@ -153,8 +161,9 @@ pub struct Plugin {
     warm: Mutex<Vec<Warm>>,
     /// Permits for live instances (`maxInstances`).
     instances: tokio::sync::Semaphore,
-    /// Calls that hold an instance, and a wake-up whenever one ends, for
-    /// calls waiting on the memory budget.
+    /// Calls that hold an instance or are making one, and a wake-up
+    /// whenever one ends, for calls waiting on the memory budget or in a
+    /// burst.
     holding: AtomicUsize,
     call_ended: tokio::sync::Notify,
     /// Whether the host has shown this plugin every NodeClass of its kinds
@@ -349,7 +358,7 @@ impl Plugin {
             counted: false,
         };
         let memory_mib = self.caps.config.memory_mib;
-        let mut warm = self.warm_instance().await.map_err(|e| {
+        let mut warm = self.warm_instance(&mut holding).await.map_err(|e| {
             self.metrics
                 .observe(call, start.elapsed(), Some("instantiate"));
             let output = e.downcast_ref::<GuestOutput>().map(|o| o.0.as_str());
@@ -358,7 +367,6 @@ impl Plugin {
                 trap_message(&e, memory_mib, output)
             ))
         })?;
-        holding.count();
         warm.store.data_mut().cpu.used_ticks = 0;
         warm.store.set_epoch_deadline(1);
         let Warm {
@@ -431,23 +439,39 @@ impl Plugin {
         stale.len()
     }
 
-    /// A warm instance, or a new one. When the memory budget cannot take a
-    /// new one, the idle ones are dropped first, then the call waits for
-    /// running calls to give memory back; it fails only when it is alone.
-    async fn warm_instance(&self) -> wasmtime::Result<Warm> {
+    /// A warm instance, or a new one, counted in `holding` from the moment
+    /// it is taken or started. In a burst (see [`BURST_INSTANCES`]) the call
+    /// first waits for a warm one. When the memory budget cannot take a new
+    /// one, the idle ones are dropped first, then the call waits for running
+    /// calls to give memory back; it fails only when it is alone.
+    async fn warm_instance(&self, holding: &mut Holding<'_>) -> wasmtime::Result<Warm> {
         loop {
+            // Enabled before the pool is looked at: a call ending in between
+            // still wakes this one.
+            let ended = self.call_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
             if let Some(w) = self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop() {
                 if Arc::ptr_eq(&w.code, &self.code.current()) {
+                    holding.count();
                     return Ok(w);
                 }
                 continue;
             }
-            let ended = self.call_ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
+            if self.holding.load(Ordering::SeqCst) >= BURST_INSTANCES
+                && tokio::time::timeout(BURST_WAIT, ended.as_mut())
+                    .await
+                    .is_ok()
+            {
+                continue;
+            }
+            // Counted before it exists, so that a burst arriving at once sees
+            // the instances already being made.
+            holding.count();
             match self.instantiate().await {
                 Ok(w) => return Ok(w),
                 Err(e) if e.is::<OverBudget>() => {
+                    holding.uncount();
                     let idle =
                         std::mem::take(&mut *self.warm.lock().unwrap_or_else(|e| e.into_inner()));
                     let running = self.holding.load(Ordering::SeqCst);
@@ -759,8 +783,19 @@ struct Holding<'a> {
 
 impl Holding<'_> {
     fn count(&mut self) {
-        self.plugin.holding.fetch_add(1, Ordering::SeqCst);
-        self.counted = true;
+        if !self.counted {
+            self.plugin.holding.fetch_add(1, Ordering::SeqCst);
+            self.counted = true;
+        }
+    }
+
+    /// The instance could not be made. Nothing was freed, so no call is
+    /// woken: this one, waiting for memory next, would wake itself.
+    fn uncount(&mut self) {
+        if self.counted {
+            self.counted = false;
+            self.plugin.holding.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

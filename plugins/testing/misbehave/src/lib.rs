@@ -14,7 +14,8 @@
 //! - `cache-flood`: stores 3,000 cache entries of 1 MiB and reports how many
 //!   the host kept (`cache-flood-at-load` also does so in `metadata`);
 //! - `body-flood`: streams a 1 GiB request body to the URL setting;
-//! - `sleep`: waits 100 ms, then answers as a healthy plugin;
+//! - `sleep`: waits 100 ms (or the setting `SLEEP_MS`), then answers as a
+//!   healthy plugin;
 //! - `slow-after-first`: answers the first call at once and waits 10 s in
 //!   every later one;
 //! - anything else: one valid instance type.
@@ -185,7 +186,8 @@ impl Guest for Misbehave {
                 Ok(vec![one(0.1)])
             }
             "sleep" => {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                let ms = config::get_setting("SLEEP_MS").and_then(|v| v.parse().ok());
+                std::thread::sleep(std::time::Duration::from_millis(ms.unwrap_or(100)));
                 Ok(vec![one(0.1)])
             }
             "body-flood" => Err(fatal(flood_body(
