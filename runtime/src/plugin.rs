@@ -3,8 +3,9 @@
 //!
 //! Every call runs on an instance of its own (in a burst, one another call
 //! has finished with, so a burst of short calls does not make an instance
-//! each), under the plugin's memory cap, CPU budget and wall-clock limit. An instance that traps, times out or returns garbage is dropped; the
-//! next call gets a fresh one.
+//! each), under the plugin's memory cap, CPU budget and wall-clock limit.
+//! An instance that traps, times out or returns garbage is dropped; the next
+//! call gets a fresh one.
 
 use super::bindings::catalog::Guest as CatalogGuest;
 use super::bindings::v0_1_4::ProviderPlugin;
