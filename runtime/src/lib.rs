@@ -8,7 +8,7 @@
 
 mod allowlist;
 pub mod bindings;
-mod budget;
+pub mod budget;
 pub mod capabilities;
 pub mod catalog;
 mod code;

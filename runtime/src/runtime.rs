@@ -70,7 +70,7 @@ pub struct Runtime {
     pub(super) registries: Arc<Registries>,
     tokens: Arc<dyn tokens::TokenSource>,
     pub cluster: Arc<ClusterView>,
-    /// Per plugin name, kept across reloads of the same code.
+    /// Per plugin name, kept across reloads of the same code and settings.
     kept: Mutex<BTreeMap<String, Kept>>,
 }
 
@@ -78,6 +78,7 @@ pub struct Runtime {
 #[derive(Clone)]
 struct Kept {
     sha256: String,
+    settings: [u8; 32],
     budget: Arc<MemoryBudget>,
     cache: Arc<KvCache>,
     log: Arc<LogLimiter>,
@@ -168,7 +169,7 @@ impl Runtime {
         let version = super::inspect::contract_version(&component)
             .with_context(|| format!("plugin {name}"))?;
         let code = Arc::new(CodeSlot::new(linker, component, optimized)?);
-        let kept = self.kept_for(name, &sha256, config.memory_budget_bytes());
+        let kept = self.kept_for(name, &sha256, &config);
         let config = Arc::new(config);
         let caps = Capabilities {
             plugin: Arc::from(name),
@@ -258,23 +259,27 @@ impl Runtime {
     }
 
     /// The plugin's budget, cache and log rate. A reload of the same code
-    /// keeps its cache; other code under the same name starts with an empty
-    /// one, so it never reads what its predecessor stored.
-    fn kept_for(&self, name: &str, sha256: &str, budget_bytes: usize) -> Kept {
+    /// and settings keeps its cache. Other code under the same name starts
+    /// with an empty one, so it never reads what its predecessor stored; so
+    /// do other settings, as what a plugin caches may derive from them.
+    fn kept_for(&self, name: &str, sha256: &str, config: &PluginConfig) -> Kept {
+        let settings = settings_digest(config);
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let entry = kept.entry(name.to_string()).or_insert_with(|| {
-            let budget = Arc::new(MemoryBudget::new(name, budget_bytes));
+            let budget = Arc::new(MemoryBudget::new(name, config.memory_budget_bytes()));
             Kept {
                 sha256: sha256.to_string(),
+                settings,
                 cache: Arc::new(KvCache::new(budget.clone())),
                 budget,
                 log: Arc::new(LogLimiter::default()),
             }
         });
-        entry.budget.set_limit(budget_bytes);
-        if entry.sha256 != sha256 {
+        entry.budget.set_limit(config.memory_budget_bytes());
+        if entry.sha256 != sha256 || entry.settings != settings {
             entry.cache.clear();
             entry.sha256 = sha256.to_string();
+            entry.settings = settings;
         }
         entry.clone()
     }
@@ -284,6 +289,21 @@ impl Runtime {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.get(name).map(|k| k.budget.usage())
     }
+}
+
+/// What identifies a plugin's settings, secret ones by the secret they name.
+fn settings_digest(config: &PluginConfig) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    for map in [&config.settings, &config.secret_settings] {
+        for (key, value) in map {
+            for part in [key, value] {
+                digest.update((part.len() as u64).to_le_bytes());
+                digest.update(part.as_bytes());
+            }
+        }
+        digest.update([0xff]);
+    }
+    digest.finalize().into()
 }
 
 /// The engine's configuration. A plugin compiled under any other does not

@@ -1,6 +1,6 @@
 //! `karpenter:provider/cache`: a key-value cache with TTLs, one per plugin
-//! name, shared by all its instances and kept across hot reloads. Every
-//! entry is reserved in the plugin's memory budget.
+//! name, shared by all its instances and kept across hot reloads of the same
+//! code and settings. Every entry is reserved in the plugin's memory budget.
 
 use crate::bindings::v0_1_4::karpenter::provider::cache::Host;
 use crate::budget::{MemoryBudget, Use};
