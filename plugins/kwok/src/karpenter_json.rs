@@ -104,6 +104,15 @@ impl<'a> Index<'a> {
         self.types.iter().map(|(_, item)| parse_one(item))
     }
 
+    /// Each name's items, as JSON, in the file's order.
+    pub fn by_name(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut named: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, item) in &self.types {
+            named.entry(name).or_default().push(item.get());
+        }
+        named
+    }
+
     /// The types of this name (one, in Karpenter's file).
     pub fn named<'s>(
         &'s self,
@@ -303,6 +312,24 @@ mod tests {
         );
         assert_eq!(index.named("absent").count(), 0);
         assert!(parse(&two).is_err(), "the whole catalog reads every type");
+    }
+
+    #[test]
+    fn each_name_s_items_read_back_as_its_types() {
+        let two = format!("[{}, {}]", &ONE[1..ONE.len() - 1], &ONE[1..ONE.len() - 1]);
+        let index = Index::of(&two).expect("names read");
+        let named = index.by_name();
+        assert_eq!(named.len(), 1);
+        let items = &named["c-2x-amd64-linux"];
+        assert_eq!(items.len(), 2);
+        let again = format!("[{}]", items.join(","));
+        let types: Vec<_> = Index::of(&again)
+            .expect("an entry is a catalog")
+            .each()
+            .collect::<Result<_, _>>()
+            .expect("parses");
+        let whole = parse(&two).expect("parses");
+        assert_eq!(format!("{types:?}"), format!("{whole:?}"));
     }
 
     #[test]

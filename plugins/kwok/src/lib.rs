@@ -16,6 +16,7 @@ mod catalog;
 mod karpenter_json;
 mod nodes;
 mod reservations;
+mod stored;
 
 use karpenter_plugin_sdk::catalog_table::{InstanceTypeTable, offerings, string, table};
 use karpenter_plugin_sdk::prelude::*;
@@ -99,12 +100,26 @@ impl Guest for Kwok {
 /// with its reservations and with the offerings that recently failed marked
 /// unavailable. The setting INSTANCE_TYPES, when present, holds a catalog in
 /// the JSON of Karpenter's kwok provider, each type parsed as it is reached;
-/// otherwise the built-in synthetic one.
+/// otherwise the built-in synthetic one. A type named is read from the cache
+/// when it is stored there.
 fn instance_types(
     name: Option<&str>,
 ) -> Result<impl Iterator<Item = Result<InstanceType, Error>> + '_, Error> {
     let adjust = adjustments()?;
-    let base: Box<dyn Iterator<Item = Result<InstanceType, String>>> = match imported_index() {
+    let base: Types<'_> = match name.and_then(stored::named) {
+        Some(Ok(types)) => Box::new(types.into_iter().map(Ok)),
+        Some(Err(e)) => Box::new(std::iter::once(Err(e))),
+        None => configured_types(name)?,
+    };
+    Ok(base.map(move |it| Ok(adjust(it.map_err(fatal)?))))
+}
+
+type Types<'a> = Box<dyn Iterator<Item = Result<InstanceType, String>> + 'a>;
+
+/// The catalog's types (of `name`, if given) as configured: INSTANCE_TYPES,
+/// or the synthetic catalog.
+fn configured_types(name: Option<&str>) -> Result<Types<'_>, Error> {
+    Ok(match imported_index() {
         Some(index) => {
             let index = index.as_ref().map_err(|e| fatal(e.clone()))?;
             match name {
@@ -119,8 +134,7 @@ fn instance_types(
                 .cloned()
                 .map(Ok),
         ),
-    };
-    Ok(base.map(move |it| Ok(adjust(it.map_err(fatal)?))))
+    })
 }
 
 /// What a type of the catalog becomes as offered now: with its reservations,
@@ -204,12 +218,19 @@ fn imported_json() -> Option<&'static str> {
         .as_deref()
 }
 
-/// Where each type of the INSTANCE_TYPES catalog is, found once per instance.
+/// Where each type of the INSTANCE_TYPES catalog is, found once per instance;
+/// the first instance to read the catalog stores its types in the cache.
 fn imported_index() -> Option<&'static Result<karpenter_json::Index<'static>, String>> {
     static INDEX: std::sync::OnceLock<Option<Result<karpenter_json::Index<'static>, String>>> =
         std::sync::OnceLock::new();
     INDEX
-        .get_or_init(|| imported_json().map(karpenter_json::Index::of))
+        .get_or_init(|| {
+            let index = imported_json().map(karpenter_json::Index::of);
+            if let Some(Ok(index)) = &index {
+                stored::store(index);
+            }
+            index
+        })
         .as_ref()
 }
 
