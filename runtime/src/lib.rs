@@ -8,7 +8,7 @@
 
 mod allowlist;
 pub mod bindings;
-pub mod budget;
+mod budget;
 pub mod capabilities;
 pub mod catalog;
 mod code;
@@ -29,6 +29,7 @@ mod stderr;
 pub mod validate;
 
 pub use bindings::wit;
+pub use budget::{Usage as MemoryUsage, Use as MemoryUse};
 pub use catalog::InstanceTypes;
 pub use compile::{Compiler, Tier, compile_stdin_to_stdout};
 pub use config::PluginConfig;

@@ -259,9 +259,11 @@ impl Runtime {
     }
 
     /// The plugin's budget, cache and log rate. A reload of the same code
-    /// and settings keeps its cache. Other code under the same name starts
-    /// with an empty one, so it never reads what its predecessor stored; so
-    /// do other settings, as what a plugin caches may derive from them.
+    /// and settings shares its cache. Other code under the same name starts
+    /// with a cache of its own, so it never reads what its predecessor
+    /// stored; so do other settings, as what a plugin caches may derive from
+    /// them. The predecessor, which serves until the registry swaps it out
+    /// and finishes the calls it has, keeps writing to its own.
     fn kept_for(&self, name: &str, sha256: &str, config: &PluginConfig) -> Kept {
         let settings = settings_digest(config);
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
@@ -277,7 +279,7 @@ impl Runtime {
         });
         entry.budget.set_limit(config.memory_budget_bytes());
         if entry.sha256 != sha256 || entry.settings != settings {
-            entry.cache.clear();
+            entry.cache = Arc::new(KvCache::new(entry.budget.clone()));
             entry.sha256 = sha256.to_string();
             entry.settings = settings;
         }

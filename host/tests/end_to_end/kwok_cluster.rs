@@ -9,10 +9,10 @@ use common::cluster::SERIAL;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use karpenter_controller::records;
-use karpenter_runtime::budget::Use;
+
 use karpenter_runtime::capabilities::cluster::ClusterView;
 use karpenter_runtime::capabilities::secrets::SecretStore;
-use karpenter_runtime::{PluginConfig, Runtime, RuntimeOptions, wit};
+use karpenter_runtime::{MemoryUse as Use, PluginConfig, Runtime, RuntimeOptions, wit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -251,8 +251,9 @@ fn catalog_claim(name: &str) -> wit::NodeClaim {
 
 /// A Karpenter catalog in INSTANCE_TYPES is read whole once: its types go
 /// to the plugin's cache, and a launch on a new instance reads its own type
-/// from there rather than copying the setting into its memory. Other
-/// settings empty the cache, so the next launch follows the new catalog.
+/// from there rather than copying the setting into its memory. A load with
+/// other settings starts with a cache of its own, so its launches follow
+/// the new catalog while the load it replaces still serves.
 #[tokio::test]
 #[ignore = "needs a cluster: KARPENTER_TEST_CLUSTER"]
 async fn a_karpenter_catalog_is_read_once_and_launches_follow_its_changes() {
@@ -313,22 +314,31 @@ async fn a_karpenter_catalog_is_read_once_and_launches_follow_its_changes() {
         "a launch copied the catalog ({catalog_bytes} bytes) in: {}",
         usage(&runtime)
     );
-    drop(second);
 
+    // Other settings: the new load starts without the stored types. The
+    // load it replaces still answers meanwhile, and what it stores stays
+    // its own.
     let third = runtime
         .load("kwok", &wasm, with_catalog(8))
         .await
         .expect("reloads with another catalog");
-    assert_eq!(
-        usage(&runtime).of(Use::Cache),
-        0,
-        "other settings, no cache"
-    );
+    let old = second
+        .listed_instance_types(&pool, &class())
+        .await
+        .expect("the replaced load still answers");
+    assert_eq!(old.len(), 2001);
     let large = format!("kwok-catalog-{pid}-b");
     third
         .create(&catalog_claim(&large), &class())
         .await
         .expect("create");
+    let both = usage(&runtime).of(Use::Cache);
+    drop(second);
+    let one = usage(&runtime).of(Use::Cache);
+    assert!(
+        both >= 2 * catalog_bytes && (catalog_bytes..both).contains(&one),
+        "the replaced load's cache is given back when it goes: {both} bytes, then {one}"
+    );
     for (name, cpu) in [(&small, "2"), (&large, "8")] {
         let node = node(&c, name).await.expect("the node exists");
         assert_eq!(node["status"]["capacity"]["cpu"], cpu, "{name}");

@@ -219,7 +219,8 @@ fn imported_json() -> Option<&'static str> {
 }
 
 /// Where each type of the INSTANCE_TYPES catalog is, found once per instance;
-/// the first instance to read the catalog stores its types in the cache.
+/// an instance that reads the catalog stores its types in the cache when no
+/// other has.
 fn imported_index() -> Option<&'static Result<karpenter_json::Index<'static>, String>> {
     static INDEX: std::sync::OnceLock<Option<Result<karpenter_json::Index<'static>, String>>> =
         std::sync::OnceLock::new();

@@ -1,6 +1,7 @@
 //! `karpenter:provider/cache`: a key-value cache with TTLs, one per plugin
 //! name, shared by all its instances and kept across hot reloads of the same
-//! code and settings. Every entry is reserved in the plugin's memory budget.
+//! code and settings (a load with other code or settings gets a new one).
+//! Every entry is reserved in the plugin's memory budget.
 
 use crate::bindings::v0_1_4::karpenter::provider::cache::Host;
 use crate::budget::{MemoryBudget, Use};
@@ -92,7 +93,7 @@ impl KvCache {
         }
     }
 
-    /// Forgets everything: the plugin was replaced by other code.
+    /// Forgets everything, handing its room back to the budget.
     pub fn clear(&self) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         for (k, (v, _)) in std::mem::take(&mut *entries) {
@@ -108,6 +109,14 @@ impl KvCache {
             .filter(|(_, (_, exp))| exp.is_none_or(|e| e > now))
             .map(|(k, _)| k.clone())
             .collect()
+    }
+}
+
+/// A load with other code or settings has a cache of its own; this one's
+/// room goes back to the budget once its last load is gone.
+impl Drop for KvCache {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -207,5 +216,17 @@ mod tests {
         cache.clear();
         assert!(cache.keys("", later).is_empty());
         assert_eq!(cache.budget.usage().total(), 0);
+    }
+
+    #[test]
+    fn a_dropped_cache_hands_its_room_back() {
+        let budget = Arc::new(MemoryBudget::new("test", 1 << 20));
+        let cache = KvCache::new(budget.clone());
+        cache
+            .set("k".into(), vec![0; 1000], Duration::ZERO, Instant::now())
+            .expect("fits");
+        assert!(budget.usage().total() > 1000);
+        drop(cache);
+        assert_eq!(budget.usage().total(), 0);
     }
 }
