@@ -266,14 +266,7 @@ async fn a_karpenter_catalog_is_read_once_and_launches_follow_its_changes() {
         ..kwok_config(&c)
     };
     let catalog_bytes = karpenter_catalog(2000, 2).len();
-    let pool = records::bare_node_pool(
-        "default",
-        wit::NodeClassRef {
-            group: "karpenter.kwok.sh".into(),
-            kind: "KWOKNodeClass".into(),
-            name: "default".into(),
-        },
-    );
+    let pool = records::bare_node_pool("default", claim("pool").node_class_ref);
     let usage = |runtime: &Runtime| runtime.memory_usage("kwok").expect("budget");
 
     let first = runtime
